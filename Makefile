@@ -1,0 +1,39 @@
+# `make demo` and `make test` set up .venv themselves on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@echo "== a BCube(4,1): counts, diameter and the AllReduce lower bound"
+	$(BIN)/arsched topology bcube:n=4,k=1
+	@echo "== the bound for 100 MB on a 4x4 torus"
+	$(BIN)/arsched bound --topology torus:dims=4x4 --size 100MB
+	@echo "== a real 847-host production Clos, if shared/ is beside the project"
+	@if [ -f ../shared/data/lingjun2023_topo.csv ]; then $(BIN)/arsched topology ../shared/data/lingjun2023_topo.csv; fi
+	@echo "== write a hand-made ring schedule and validate it"
+	$(BIN)/python examples/ring_schedule.py /tmp/arsched-demo-ring.json
+	$(BIN)/arsched validate /tmp/arsched-demo-ring.json
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/pytest -n 2 -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_bounds.py
+	$(BIN)/python benchmarks/bench_validator.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

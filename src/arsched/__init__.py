@@ -1,0 +1,1 @@
+"""arsched: AllReduce scheduling for data-center and GPU-cluster networks."""

@@ -1,0 +1,295 @@
+"""The Topology: servers and switches joined by directed links with bandwidth and latency.
+
+A cable is two directed links (full duplex). Servers may forward traffic (BCube, DCell and tori
+are server-centric); switches never hold data. A Topology is immutable once built; its compiled
+array form (for simulators and bounds) and its router are computed once and cached.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from arsched.errors import TopologyError
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from arsched.topology.routing import Router
+
+SERVER = "server"
+SWITCH = "switch"
+KINDS = (SERVER, SWITCH)
+
+DEFAULT_BANDWIDTH = 100e9 / 8  # 100 Gb/s in bytes per second
+DEFAULT_LATENCY = 1e-6  # 1 microsecond per link
+
+
+@dataclass(frozen=True)
+class Link:
+    """One directed link: `bandwidth` in bytes/s, `latency` in seconds."""
+
+    src: str
+    dst: str
+    bandwidth: float = DEFAULT_BANDWIDTH
+    latency: float = DEFAULT_LATENCY
+
+
+@dataclass(frozen=True)
+class CompiledTopology:
+    """Integer-indexed arrays of a topology, for simulators, routing and bounds.
+
+    Nodes are numbered in the topology's node order and links in its link order, so the
+    numbering is as deterministic as the topology itself.
+    """
+
+    node_ids: tuple[str, ...]
+    index: dict[str, int]
+    is_server: np.ndarray  # bool, per node
+    link_src: np.ndarray  # int32, per link
+    link_dst: np.ndarray  # int32, per link
+    capacity: np.ndarray  # float64 bytes/s, per link
+    latency: np.ndarray  # float64 seconds, per link
+    adjacency: sp.csr_array  # (node, node) -> link index + 1
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def num_links(self) -> int:
+        return len(self.link_src)
+
+    def link_index(self, src: int, dst: int) -> int:
+        """Index of the directed link src -> dst (node indices), or -1 if there is none."""
+        return int(self.adjacency[src, dst]) - 1
+
+    def path_links(self, path: Sequence[str]) -> np.ndarray:
+        """Link indices along a path of node ids; -1 where a hop has no link."""
+        idx = np.fromiter((self.index.get(n, -1) for n in path), dtype=np.int64, count=len(path))
+        if (idx < 0).any() or len(idx) < 2:
+            return np.full(max(len(idx) - 1, 0), -1, dtype=np.int64)
+        return np.asarray(self.adjacency[idx[:-1], idx[1:]], dtype=np.int64).ravel() - 1
+
+
+class Topology:
+    """A network: nodes of kind 'server' or 'switch' and directed links between them.
+
+    Build one with a family constructor (`bcube`, `fattree`, ...), from a networkx graph
+    (`Topology.from_networkx`), a file (`arsched.topology.load`), or directly from nodes and
+    links. Ranks of collectives are servers; `servers` keeps the construction order.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        nodes: Iterable[tuple[str, str]],
+        links: Iterable[Link | tuple],
+    ) -> None:
+        self.name = str(name)
+        kinds: dict[str, str] = {}
+        for node_id, kind in nodes:
+            if not isinstance(node_id, str) or not node_id:
+                raise TopologyError(f"node id {node_id!r} in {self.name} is not a non-empty string")
+            if kind not in KINDS:
+                raise TopologyError(
+                    f"node {node_id!r} in {self.name} has kind {kind!r}; "
+                    "it must be 'server' or 'switch'"
+                )
+            if node_id in kinds:
+                raise TopologyError(f"node {node_id!r} appears twice in {self.name}")
+            kinds[node_id] = kind
+        self._kinds = kinds
+        seen: set[tuple[str, str]] = set()
+        out: list[Link] = []
+        for item in links:
+            link = item if isinstance(item, Link) else Link(*item)
+            self._check_link(link, seen)
+            seen.add((link.src, link.dst))
+            out.append(link)
+        self._links = tuple(out)
+        if not any(k == SERVER for k in kinds.values()):
+            raise TopologyError(f"topology {self.name} has no server")
+
+    def _check_link(self, link: Link, seen: set[tuple[str, str]]) -> None:
+        for end in (link.src, link.dst):
+            if end not in self._kinds:
+                raise TopologyError(f"link {link.src}->{link.dst} in {self.name} names unknown node {end!r}")
+        if link.src == link.dst:
+            raise TopologyError(f"link {link.src}->{link.dst} in {self.name} is a self-loop")
+        if (link.src, link.dst) in seen:
+            raise TopologyError(
+                f"link {link.src}->{link.dst} appears twice in {self.name}; "
+                "merge parallel links into one with their summed bandwidth"
+            )
+        bw, lat = link.bandwidth, link.latency
+        if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
+            raise TopologyError(f"link {link.src}->{link.dst} has bandwidth {bw!r}; it must be > 0")
+        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
+            raise TopologyError(f"link {link.src}->{link.dst} has latency {lat!r}; it must be >= 0")
+
+    @classmethod
+    def from_cables(
+        cls,
+        name: str,
+        servers: Iterable[str],
+        switches: Iterable[str],
+        cables: Iterable[tuple[str, str, float, float]],
+    ) -> Topology:
+        """A topology from full-duplex cables (u, v, bandwidth, latency): two links each."""
+        nodes = [(s, SERVER) for s in servers] + [(w, SWITCH) for w in switches]
+        links = []
+        for u, v, bw, lat in cables:
+            links.append(Link(u, v, bw, lat))
+            links.append(Link(v, u, bw, lat))
+        return cls(name, nodes, links)
+
+    # ---- read access -------------------------------------------------------------------
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(self._kinds)
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        return self._links
+
+    @cached_property
+    def servers(self) -> tuple[str, ...]:
+        return tuple(n for n, k in self._kinds.items() if k == SERVER)
+
+    @cached_property
+    def switches(self) -> tuple[str, ...]:
+        return tuple(n for n, k in self._kinds.items() if k == SWITCH)
+
+    def kind(self, node: str) -> str:
+        """'server' or 'switch'; a TopologyError for an unknown node."""
+        try:
+            return self._kinds[node]
+        except KeyError:
+            raise TopologyError(f"node {node!r} is not in topology {self.name}") from None
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._kinds
+
+    @cached_property
+    def _link_map(self) -> dict[tuple[str, str], Link]:
+        return {(lk.src, lk.dst): lk for lk in self._links}
+
+    def has_link(self, src: str, dst: str) -> bool:
+        return (src, dst) in self._link_map
+
+    def link(self, src: str, dst: str) -> Link:
+        """The directed link src -> dst; a TopologyError if there is none."""
+        try:
+            return self._link_map[(src, dst)]
+        except KeyError:
+            raise TopologyError(f"there is no link {src}->{dst} in {self.name}") from None
+
+    def ports(self, node: str) -> int:
+        """Number of outgoing links of a node (its ports, for a full-duplex network)."""
+        c = self.compiled
+        return int(c.adjacency.indptr[c.index[node] + 1] - c.adjacency.indptr[c.index[node]])
+
+    def __repr__(self) -> str:
+        return (
+            f"Topology({self.name!r}, servers={len(self.servers)}, switches={len(self.switches)}, "
+            f"links={len(self._links)})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Topology):
+            return NotImplemented
+        return (self.name, self._kinds, self._links) == (other.name, other._kinds, other._links)
+
+    def __hash__(self) -> int:
+        return hash((self.name, len(self._kinds), len(self._links)))
+
+    # ---- derived forms -----------------------------------------------------------------
+    @cached_property
+    def compiled(self) -> CompiledTopology:
+        """Integer-indexed arrays (node and link indices, capacity and latency vectors)."""
+        node_ids = self.nodes
+        index = {n: i for i, n in enumerate(node_ids)}
+        n = len(node_ids)
+        src = np.fromiter((index[lk.src] for lk in self._links), dtype=np.int32, count=len(self._links))
+        dst = np.fromiter((index[lk.dst] for lk in self._links), dtype=np.int32, count=len(self._links))
+        cap = np.fromiter((lk.bandwidth for lk in self._links), dtype=np.float64, count=len(self._links))
+        lat = np.fromiter((lk.latency for lk in self._links), dtype=np.float64, count=len(self._links))
+        adjacency = sp.csr_array(
+            (np.arange(1, len(src) + 1, dtype=np.int64), (src, dst)), shape=(n, n)
+        )
+        adjacency.sort_indices()
+        is_server = np.fromiter((self._kinds[x] == SERVER for x in node_ids), dtype=bool, count=n)
+        return CompiledTopology(node_ids, index, is_server, src, dst, cap, lat, adjacency)
+
+    @cached_property
+    def router(self) -> Router:
+        """Deterministic fewest-hop routing with ECMP and k-shortest alternatives (cached)."""
+        from arsched.topology.routing import Router
+
+        return Router(self)
+
+    def path(self, src: str, dst: str) -> tuple[str, ...]:
+        """The default route src -> dst: fewest hops, lowest node index at every tie."""
+        return self.router.path(src, dst)
+
+    def to_networkx(self) -> nx.DiGraph:
+        """A networkx DiGraph with node attribute `kind` and edge attributes bandwidth, latency."""
+        import networkx as nx
+
+        g = nx.DiGraph(name=self.name)
+        for node, kind in self._kinds.items():
+            g.add_node(node, kind=kind)
+        for lk in self._links:
+            g.add_edge(lk.src, lk.dst, bandwidth=lk.bandwidth, latency=lk.latency)
+        return g
+
+    @classmethod
+    def from_networkx(
+        cls,
+        graph: nx.Graph,
+        name: str | None = None,
+        bandwidth: float = DEFAULT_BANDWIDTH,
+        latency: float = DEFAULT_LATENCY,
+    ) -> Topology:
+        """A topology from a user's networkx graph.
+
+        Nodes need a `kind` attribute ('server' or 'switch'). An undirected edge becomes a
+        cable (two links); a directed edge one link. Edges may carry `bandwidth` (bytes/s) and
+        `latency` (s); missing ones take the given defaults. Node ids are turned into strings.
+        """
+        gname = name or graph.graph.get("name") or "graph"
+        nodes = []
+        for node, data in graph.nodes(data=True):
+            if "kind" not in data:
+                raise TopologyError(
+                    f"node {node!r} of graph {gname!r} has no 'kind' attribute; "
+                    "set it to 'server' or 'switch'"
+                )
+            nodes.append((str(node), data["kind"]))
+        links = []
+        for u, v, data in graph.edges(data=True):
+            bw = float(data.get("bandwidth", bandwidth))
+            lat = float(data.get("latency", latency))
+            links.append(Link(str(u), str(v), bw, lat))
+            if not graph.is_directed():
+                links.append(Link(str(v), str(u), bw, lat))
+        return cls(gname, nodes, links)
+
+
+def per_level(value: float | Sequence[float], levels: int, what: str, family: str) -> list[float]:
+    """A value per level: a scalar for all levels, or a sequence with one entry per level."""
+    if isinstance(value, (int, float)):
+        return [float(value)] * levels
+    vals = [float(v) for v in value]
+    if len(vals) != levels:
+        raise TopologyError(
+            f"{family} has {levels} link level(s) but {len(vals)} {what} values were given"
+        )
+    return vals

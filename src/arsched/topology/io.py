@@ -1,0 +1,154 @@
+"""Topology files: the JSON `topology` object of arsched.schedule/1, GraphML, and host lists.
+
+A host list is a CSV with columns `ip,DSW,PSW,ASW` (one row per host, like the Alibaba Lingjun
+2023 production cluster): it becomes a 3-tier Clos of host - ASW (ToR) - PSW (aggregation) -
+DSW (core), with every distinct ASW-PSW and PSW-DSW pair in the file cabled once.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from arsched.errors import TopologyError
+from arsched.fileio import write_atomic
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Link, Topology, per_level
+
+HOSTLIST_COLUMNS = ("ip", "DSW", "PSW", "ASW")
+
+
+def to_dict(topology: Topology) -> dict[str, Any]:
+    """The `topology` object of the schedule format: name, nodes (id, kind), links."""
+    return {
+        "name": topology.name,
+        "nodes": [{"id": n, "kind": topology.kind(n)} for n in topology.nodes],
+        "links": [
+            {"src": lk.src, "dst": lk.dst, "bandwidth": float(lk.bandwidth), "latency": float(lk.latency)}
+            for lk in topology.links
+        ],
+    }
+
+
+def from_dict(obj: Any, where: str = "topology") -> Topology:
+    """A topology from the JSON `topology` object; a TopologyError naming what is malformed."""
+    if not isinstance(obj, dict):
+        raise TopologyError(f"{where} must be a JSON object with name, nodes and links")
+    for key in ("nodes", "links"):
+        if not isinstance(obj.get(key), list):
+            raise TopologyError(f"{where} has no '{key}' list")
+    try:
+        nodes = [(n["id"], n["kind"]) for n in obj["nodes"]]
+    except (TypeError, KeyError):
+        raise TopologyError(f"every node in {where} needs an 'id' and a 'kind'") from None
+    try:
+        links = [
+            Link(lk["src"], lk["dst"], float(lk["bandwidth"]), float(lk["latency"]))
+            for lk in obj["links"]
+        ]
+    except (TypeError, KeyError, ValueError):
+        raise TopologyError(
+            f"every link in {where} needs 'src', 'dst', a numeric 'bandwidth' and 'latency'"
+        ) from None
+    return Topology(str(obj.get("name", "topology")), nodes, links)
+
+
+def hostlist(
+    rows: Sequence[dict[str, str]],
+    name: str = "clos",
+    bandwidth: float | Sequence[float] = DEFAULT_BANDWIDTH,
+    latency: float | Sequence[float] = DEFAULT_LATENCY,
+) -> Topology:
+    """A 3-tier Clos from host rows with keys ip, DSW, PSW, ASW.
+
+    Hosts keep their `ip` as id; switches become `asw_X`, `psw_X`, `dsw_X`. Levels: 0 host-ASW,
+    1 ASW-PSW, 2 PSW-DSW.
+    """
+    bws = per_level(bandwidth, 3, "bandwidth", name)
+    lats = per_level(latency, 3, "latency", name)
+    hosts: dict[str, str] = {}
+    tiers: list[dict[tuple[str, str], None]] = [{}, {}, {}]
+    for i, row in enumerate(rows, start=2):
+        vals = [str(row.get(c) or "").strip() for c in HOSTLIST_COLUMNS]
+        if not all(vals):
+            raise TopologyError(f"row {i} of host list {name} has an empty {HOSTLIST_COLUMNS} field")
+        ip, dsw, psw, asw = vals
+        asw_id, psw_id, dsw_id = f"asw_{asw}", f"psw_{psw}", f"dsw_{dsw}"
+        if hosts.setdefault(ip, asw_id) != asw_id:
+            raise TopologyError(f"host {ip} appears under two ToR switches in host list {name}")
+        tiers[0][(ip, asw_id)] = None
+        tiers[1][(asw_id, psw_id)] = None
+        tiers[2][(psw_id, dsw_id)] = None
+    if len(hosts) < 2:
+        raise TopologyError(f"host list {name} has fewer than two hosts")
+    switches = list(dict.fromkeys(s for lvl in (1, 2) for pair in tiers[lvl] for s in pair))
+    cables = [(u, v, bws[lvl], lats[lvl]) for lvl in range(3) for u, v in tiers[lvl]]
+    return Topology.from_cables(name, list(hosts), switches, cables)
+
+
+def _read_hostlist(path: Path, bandwidth: Any, latency: Any) -> Topology:
+    text = path.read_text(encoding="utf-8")
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in HOSTLIST_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise TopologyError(
+            f"{path} is not a host list: it lacks column(s) {', '.join(missing)} "
+            f"(expected {','.join(HOSTLIST_COLUMNS)})"
+        )
+    return hostlist(list(reader), name=path.stem, bandwidth=bandwidth, latency=latency)
+
+
+def load(
+    path: str | os.PathLike,
+    bandwidth: float | Sequence[float] = DEFAULT_BANDWIDTH,
+    latency: float | Sequence[float] = DEFAULT_LATENCY,
+) -> Topology:
+    """Read a topology from .json (a topology object or a schedule), .graphml or a .csv host list.
+
+    `bandwidth`/`latency` apply where the file carries none (host lists, bare GraphML edges).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TopologyError(f"topology file {p} does not exist")
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        try:
+            obj = json.loads(p.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise TopologyError(f"{p} is not valid JSON ({e})") from None
+        if isinstance(obj, dict) and isinstance(obj.get("topology"), dict):
+            obj = obj["topology"]
+        return from_dict(obj, where=str(p))
+    if suffix in (".graphml", ".xml"):
+        import networkx as nx
+
+        try:
+            g = nx.read_graphml(p)
+        except Exception as e:  # networkx raises several parser types
+            raise TopologyError(f"{p} is not readable GraphML ({e})") from None
+        scalar_bw = bandwidth if isinstance(bandwidth, (int, float)) else DEFAULT_BANDWIDTH
+        scalar_lat = latency if isinstance(latency, (int, float)) else DEFAULT_LATENCY
+        return Topology.from_networkx(g, name=g.graph.get("name") or p.stem, bandwidth=scalar_bw, latency=scalar_lat)
+    if suffix == ".csv":
+        return _read_hostlist(p, bandwidth, latency)
+    raise TopologyError(f"cannot tell the format of {p}: use .json, .graphml or a .csv host list")
+
+
+def save(topology: Topology, path: str | os.PathLike) -> None:
+    """Write a topology as .json (the schedule format's topology object) or .graphml, atomically."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        write_atomic(p, json.dumps(to_dict(topology), indent=1) + "\n")
+    elif suffix in (".graphml", ".xml"):
+        import networkx as nx
+
+        buf = io.BytesIO()
+        nx.write_graphml(topology.to_networkx(), buf)
+        write_atomic(p, buf.getvalue())
+    else:
+        raise TopologyError(f"cannot write topology to {p}: use a .json or .graphml file name")

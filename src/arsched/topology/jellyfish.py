@@ -1,0 +1,106 @@
+"""Jellyfish (Singla et al., NSDI'12): a random regular graph of top-of-rack switches.
+
+Built as in the paper: join random pairs of switches that both have a free network port and
+are not yet neighbours; when no such pair is left but a switch x still has two free ports,
+remove a random link (u, v) with u, v not neighbours of x and link x-u and x-v instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.sparse import coo_array
+from scipy.sparse.csgraph import connected_components
+
+from arsched.errors import TopologyError
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+
+_RANDOM_TRIES = 64
+
+
+def _random_regular(switches: int, degree: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Switch-switch cables of a random (near-)regular graph, by the Jellyfish procedure."""
+    free = np.full(switches, degree)
+    nbrs: list[set[int]] = [set() for _ in range(switches)]
+    edges: set[tuple[int, int]] = set()
+
+    def join(a: int, b: int) -> None:
+        nbrs[a].add(b)
+        nbrs[b].add(a)
+        edges.add((min(a, b), max(a, b)))
+        free[a] -= 1
+        free[b] -= 1
+
+    def find_pair() -> tuple[int, int] | None:
+        open_ = np.flatnonzero(free > 0)
+        if len(open_) < 2:
+            return None
+        for _ in range(_RANDOM_TRIES):
+            a, b = rng.choice(open_, 2, replace=False)
+            if b not in nbrs[a]:
+                return int(a), int(b)
+        pairs = [(a, b) for i, a in enumerate(open_) for b in open_[i + 1 :] if b not in nbrs[a]]
+        return tuple(map(int, pairs[rng.integers(len(pairs))])) if pairs else None
+
+    while True:
+        pair = find_pair()
+        if pair is not None:
+            join(*pair)
+            continue
+        stuck = np.flatnonzero(free >= 2)
+        if len(stuck) == 0:
+            return sorted(edges)
+        x = int(stuck[rng.integers(len(stuck))])
+        usable = [e for e in sorted(edges) if x not in e and e[0] not in nbrs[x] and e[1] not in nbrs[x]]
+        if not usable:
+            return sorted(edges)
+        u, v = usable[rng.integers(len(usable))]
+        edges.discard((u, v))
+        nbrs[u].discard(v)
+        nbrs[v].discard(u)
+        free[u] += 1
+        free[v] += 1
+        join(x, u)
+        join(x, v)
+
+
+def jellyfish(
+    switches: int,
+    ports: int,
+    net_ports: int,
+    seed: int = 0,
+    bandwidth: float | Sequence[float] = DEFAULT_BANDWIDTH,
+    latency: float | Sequence[float] = DEFAULT_LATENCY,
+) -> Topology:
+    """Jellyfish: `switches` switches `w{i}` of `ports` ports, `net_ports` of them to other
+    switches and the rest to servers `s{i}` (server i on switch i // (ports - net_ports)).
+
+    Levels: 0 server-switch, 1 switch-switch. The same seed gives the same graph; a graph that
+    comes out disconnected is an error (try another seed or more network ports).
+    """
+    name = f"jellyfish({switches},{ports},{net_ports},seed={seed})"
+    if not (isinstance(switches, int) and switches >= 2):
+        raise TopologyError(f"jellyfish needs at least 2 switches, got switches={switches!r}")
+    if not (isinstance(net_ports, int) and 1 <= net_ports < switches):
+        raise TopologyError(
+            f"jellyfish needs 1 <= net_ports < switches, got net_ports={net_ports!r} with {switches} switches"
+        )
+    if not (isinstance(ports, int) and ports > net_ports):
+        raise TopologyError(
+            f"jellyfish needs ports > net_ports to leave room for servers, got ports={ports!r}, net_ports={net_ports}"
+        )
+    bws = per_level(bandwidth, 2, "bandwidth", name)
+    lats = per_level(latency, 2, "latency", name)
+    rng = np.random.default_rng(seed)
+    edges = _random_regular(switches, net_ports, rng)
+    a = np.array(edges, dtype=np.int64).reshape(-1, 2)
+    graph = coo_array((np.ones(len(a)), (a[:, 0], a[:, 1])), shape=(switches, switches))
+    if connected_components(graph, directed=False)[0] != 1:
+        raise TopologyError(f"{name} came out disconnected; try another seed or more net_ports")
+    spp = ports - net_ports
+    sw = [f"w{i}" for i in range(switches)]
+    servers = [f"s{i}" for i in range(switches * spp)]
+    cables = [(s, sw[i // spp], bws[0], lats[0]) for i, s in enumerate(servers)]
+    cables += [(sw[u], sw[v], bws[1], lats[1]) for u, v in edges]
+    return Topology.from_cables(name, servers, sw, cables)

@@ -1,0 +1,148 @@
+"""Routing: deterministic fewest-hop paths, ECMP alternatives and k-shortest paths.
+
+Distances to a destination come from one BFS on the reversed graph (scipy.sparse.csgraph,
+batched over many destinations); the default path then takes, at every node, the neighbour
+on a shortest path with the lowest node index. Distances, next-hop tables and paths are cached,
+so routing all pairs of 1,000 ranks on a few thousand nodes takes well under a second.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.sparse.csgraph import shortest_path
+
+from arsched.errors import TopologyError
+
+if TYPE_CHECKING:
+    from arsched.topology.core import Topology
+
+UNREACHABLE = np.iinfo(np.int32).max
+
+
+class Router:
+    """Routes of one topology. Obtain it as `topology.router` (cached per topology)."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        c = topology.compiled
+        self._c = c
+        self._reverse = c.adjacency.T.tocsr()
+        self._dist: dict[int, np.ndarray] = {}
+        self._next: dict[int, np.ndarray] = {}
+        self._paths: dict[tuple[int, int], tuple[str, ...]] = {}
+
+    # ---- distances -----------------------------------------------------------------------
+    def _index(self, node: str) -> int:
+        try:
+            return self._c.index[node]
+        except KeyError:
+            raise TopologyError(f"node {node!r} is not in topology {self.topology.name}") from None
+
+    def prepare(self, destinations: Iterable[str]) -> None:
+        """Compute hop distances to many destinations in one batched BFS (optional speed-up)."""
+        todo = sorted({self._index(d) for d in destinations} - self._dist.keys())
+        if not todo:
+            return
+        d = shortest_path(self._reverse, unweighted=True, indices=todo, directed=True)
+        d = np.where(np.isinf(d), UNREACHABLE, d).astype(np.int32)
+        for row, t in zip(d, todo, strict=True):
+            self._dist[t] = row
+
+    def _dist_to(self, t: int) -> np.ndarray:
+        if t not in self._dist:
+            self.prepare([self._c.node_ids[t]])
+        return self._dist[t]
+
+    def hops(self, src: str, dst: str) -> int:
+        """Fewest hops from src to dst; a TopologyError if dst cannot be reached."""
+        d = int(self._dist_to(self._index(dst))[self._index(src)])
+        if d == UNREACHABLE:
+            raise TopologyError(f"{dst} cannot be reached from {src} in {self.topology.name}")
+        return d
+
+    def hop_matrix(self, nodes: Sequence[str]) -> np.ndarray:
+        """Hop distances between the given nodes (rows: from, columns: to); -1 if unreachable."""
+        idx = [self._index(n) for n in nodes]
+        d = shortest_path(self._c.adjacency, unweighted=True, indices=idx, directed=True)[:, idx]
+        return np.where(np.isinf(d), -1, d).astype(np.int64)
+
+    # ---- default paths ---------------------------------------------------------------------
+    def _next_hop(self, t: int) -> np.ndarray:
+        nxt = self._next.get(t)
+        if nxt is None:
+            dist = self._dist_to(t)
+            c = self._c
+            n = c.num_nodes
+            on_shortest = (dist[c.link_dst] == dist[c.link_src] - 1) & (dist[c.link_src] != UNREACHABLE)
+            nxt = np.full(n, n, dtype=np.int64)
+            np.minimum.at(nxt, c.link_src[on_shortest], c.link_dst[on_shortest])
+            self._next[t] = nxt
+        return nxt
+
+    def path(self, src: str, dst: str) -> tuple[str, ...]:
+        """Fewest-hop path src -> dst (node ids, both ends included), lowest index at ties."""
+        s, t = self._index(src), self._index(dst)
+        key = (s, t)
+        cached = self._paths.get(key)
+        if cached is not None:
+            return cached
+        if s == t:
+            raise TopologyError(f"a path needs two different nodes, got {src} twice")
+        if self._dist_to(t)[s] == UNREACHABLE:
+            raise TopologyError(f"{dst} cannot be reached from {src} in {self.topology.name}")
+        nxt = self._next_hop(t)
+        ids = self._c.node_ids
+        out = [s]
+        while out[-1] != t:
+            out.append(int(nxt[out[-1]]))
+        p = tuple(ids[i] for i in out)
+        self._paths[key] = p
+        return p
+
+    def paths(self, pairs: Iterable[tuple[str, str]]) -> list[tuple[str, ...]]:
+        """Default paths for many (src, dst) pairs, with one batched BFS for all destinations."""
+        pairs = list(pairs)
+        self.prepare(d for _, d in pairs)
+        return [self.path(s, d) for s, d in pairs]
+
+    # ---- alternatives ----------------------------------------------------------------------
+    def ecmp_paths(self, src: str, dst: str, limit: int = 64) -> list[tuple[str, ...]]:
+        """All fewest-hop paths src -> dst in lexicographic node-index order (at most `limit`).
+
+        The first one is the default path. ECMP-style load spreading picks among these.
+        """
+        s, t = self._index(src), self._index(dst)
+        dist = self._dist_to(t)
+        if s == t or dist[s] == UNREACHABLE:
+            raise TopologyError(f"no path from {src} to {dst} in {self.topology.name}")
+        adj = self._c.adjacency
+        ids = self._c.node_ids
+
+        def extend(prefix: list[int]) -> Iterable[tuple[str, ...]]:
+            u = prefix[-1]
+            if u == t:
+                yield tuple(ids[i] for i in prefix)
+                return
+            nbrs = adj.indices[adj.indptr[u] : adj.indptr[u + 1]]
+            for v in sorted(int(x) for x in nbrs[dist[nbrs] == dist[u] - 1]):
+                yield from extend([*prefix, v])
+
+        return list(itertools.islice(extend([s]), limit))
+
+    def k_shortest_paths(self, src: str, dst: str, k: int) -> list[tuple[str, ...]]:
+        """The k shortest simple paths by hop count (networkx's Yen-style generator)."""
+        import networkx as nx
+
+        self._index(src), self._index(dst)
+        if k < 1:
+            raise TopologyError(f"k must be at least 1, got {k}")
+        g = self.topology.to_networkx()
+        try:
+            gen = nx.shortest_simple_paths(g, src, dst)
+            return [tuple(p) for p in itertools.islice(gen, k)]
+        except nx.NetworkXNoPath:
+            raise TopologyError(f"no path from {src} to {dst} in {self.topology.name}") from None

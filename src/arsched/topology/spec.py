@@ -1,0 +1,99 @@
+"""Topology specs for the command line and configs: 'bcube:n=4,k=1', 'torus:dims=4x4', or a file.
+
+Every family takes `bandwidth` and `latency` too, one value for all levels or one per level
+separated by '/', in human units: 'fattree:k=4,bandwidth=100Gbps/100Gbps/400Gbps,latency=1us'.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from arsched.errors import TopologyError, UnitError
+from arsched.topology.bcube import bcube
+from arsched.topology.core import Topology
+from arsched.topology.dcell import dcell
+from arsched.topology.fattree import fattree
+from arsched.topology.io import load
+from arsched.topology.jellyfish import jellyfish
+from arsched.topology.switched import leafspine, star
+from arsched.topology.torus import ring, torus
+from arsched.units import parse_bandwidth, parse_time
+
+FAMILIES: dict[str, Callable[..., Topology]] = {
+    "bcube": bcube,
+    "dcell": dcell,
+    "jellyfish": jellyfish,
+    "fattree": fattree,
+    "torus": torus,
+    "ring": ring,
+    "star": star,
+    "leafspine": leafspine,
+}
+
+SPEC_EXAMPLES = (
+    "bcube:n=4,k=1",
+    "dcell:n=4,k=1",
+    "jellyfish:switches=16,ports=4,net_ports=3,seed=1",
+    "fattree:k=4",
+    "torus:dims=4x4",
+    "ring:n=8",
+    "star:n=8",
+    "leafspine:leaves=4,spines=2,servers_per_leaf=4",
+)
+
+
+def _convert(family: str, key: str, raw: str) -> Any:
+    if key == "bandwidth":
+        vals = [parse_bandwidth(v) for v in raw.split("/")]
+        return vals[0] if len(vals) == 1 else vals
+    if key == "latency":
+        vals = [parse_time(v) for v in raw.split("/")]
+        return vals[0] if len(vals) == 1 else vals
+    if key == "dims":
+        parts = raw.lower().split("x")
+        if not all(p.isdigit() for p in parts):
+            raise TopologyError(f"{family}: dims must look like 4x4 or 8x8x8, got {raw!r}")
+        return tuple(int(p) for p in parts)
+    try:
+        return int(raw)
+    except ValueError:
+        raise TopologyError(f"{family}: parameter {key} must be an integer, got {raw!r}") from None
+
+
+def parse_spec(spec: str) -> Topology:
+    """Build a topology from a spec string or load it from a file path."""
+    spec = spec.strip()
+    family, _, rest = spec.partition(":")
+    if family not in FAMILIES:
+        if Path(spec).exists():
+            return load(spec)
+        raise TopologyError(
+            f"{spec!r} is neither a topology family ({', '.join(FAMILIES)}) nor an existing file; "
+            f"try e.g. {SPEC_EXAMPLES[0]}"
+        )
+    builder = FAMILIES[family]
+    accepted = [p for p in inspect.signature(builder).parameters]
+    params: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not raw.strip():
+            raise TopologyError(f"{family}: parameter {item!r} must be written key=value")
+        if key not in accepted:
+            raise TopologyError(f"{family} has no parameter {key!r}; it takes {', '.join(accepted)}")
+        try:
+            params[key] = _convert(family, key, raw.strip())
+        except UnitError as e:
+            raise TopologyError(f"{family}: {e}") from None
+    required = [
+        p.name
+        for p in inspect.signature(builder).parameters.values()
+        if p.default is inspect.Parameter.empty and p.name not in params
+    ]
+    if required:
+        example = next(e for e in SPEC_EXAMPLES if e.startswith(family + ":"))
+        raise TopologyError(f"{family} needs {', '.join(required)}, e.g. {example}")
+    return builder(**params)

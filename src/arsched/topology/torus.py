@@ -1,0 +1,56 @@
+"""Tori and rings: servers linked directly to their neighbours, no switches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from arsched.errors import TopologyError
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+
+
+def torus(
+    dims: Sequence[int],
+    bandwidth: float | Sequence[float] = DEFAULT_BANDWIDTH,
+    latency: float | Sequence[float] = DEFAULT_LATENCY,
+) -> Topology:
+    """A torus of any number of dimensions; server `s{i}` has row-major coordinates.
+
+    Each dimension of size d >= 3 gives every server two cables (to -1 and +1 with wrap-around);
+    a dimension of size 2 gives one cable, size 1 none. Bandwidth/latency can be set per
+    dimension.
+    """
+    dims = tuple(dims)
+    if not dims or not all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims):
+        raise TopologyError(f"torus needs dimension sizes >= 1, got {dims!r}")
+    if int(np.prod(dims)) < 2:
+        raise TopologyError(f"torus {dims!r} has fewer than two servers")
+    name = "torus(" + "x".join(str(d) for d in dims) + ")"
+    bws = per_level(bandwidth, len(dims), "bandwidth", name)
+    lats = per_level(latency, len(dims), "latency", name)
+    num = int(np.prod(dims))
+    servers = [f"s{i}" for i in range(num)]
+    coords = np.array(np.unravel_index(np.arange(num), dims)).T
+    cables = []
+    for axis, size in enumerate(dims):
+        if size < 2:
+            continue
+        for i in range(num):
+            if size == 2 and coords[i, axis] == 1:
+                continue  # the single cable of a size-2 dimension was added from coordinate 0
+            nb = coords[i].copy()
+            nb[axis] = (nb[axis] + 1) % size
+            j = int(np.ravel_multi_index(tuple(nb), dims))
+            cables.append((servers[i], servers[j], bws[axis], lats[axis]))
+    return Topology.from_cables(name, servers, [], cables)
+
+
+def ring(
+    n: int, bandwidth: float = DEFAULT_BANDWIDTH, latency: float = DEFAULT_LATENCY
+) -> Topology:
+    """n servers on a bidirectional ring (a 1-D torus)."""
+    if not (isinstance(n, int) and n >= 2):
+        raise TopologyError(f"ring needs n >= 2 servers, got n={n!r}")
+    t = torus((n,), bandwidth, latency)
+    return Topology(f"ring({n})", [(s, t.kind(s)) for s in t.nodes], t.links)
