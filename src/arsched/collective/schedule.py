@@ -1,0 +1,295 @@
+"""The AllReduce schedule IR: `Transfer` rows, stored column-wise in a `Schedule`.
+
+Semantics (design §3.3, fixed): every rank holds one buffer per chunk, initially its own data.
+Transfers are grouped in steps; within a step every transfer reads its source buffer as it was
+at the start of the step. `reduce` adds the payload into the destination buffer, `copy`
+replaces it. At the end every rank must hold the sum of all ranks' data in every chunk.
+
+A schedule keeps its transfers as numpy columns (step, chunk, src, dst, op, path id) and a
+table of distinct paths, because schedules of millions of transfers are common (a ring over
+1,024 ranks has two million) and Python objects per transfer would dominate every consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from arsched.errors import ScheduleFormatError
+from arsched.topology.core import Topology
+
+OPS = ("reduce", "copy")
+REDUCE, COPY = 0, 1
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One chunk moving from rank `src` to rank `dst` along `path` in step `step`."""
+
+    step: int
+    chunk: int
+    src: str
+    dst: str
+    op: str = "reduce"
+    path: tuple[str, ...] = ()
+
+
+@dataclass(eq=False)
+class Schedule:
+    """An AllReduce of `nbytes` per rank over `ranks`, split into `num_chunks` equal chunks.
+
+    Column arrays, one entry per transfer: `step`, `chunk`, `src`/`dst` (node indices into
+    `topology.compiled.node_ids`), `op` (0 reduce, 1 copy) and `path_id` (into `paths`).
+    Build one with `Schedule.from_transfers` or a `ScheduleBuilder`; check it with
+    `arsched.collective.validate`.
+    """
+
+    topology: Topology
+    ranks: tuple[str, ...]
+    nbytes: float
+    num_chunks: int
+    step: np.ndarray
+    chunk: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    op: np.ndarray
+    path_id: np.ndarray
+    paths: tuple[tuple[str, ...], ...]
+    algorithm: str = "custom"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ranks = tuple(self.ranks)
+        cols = ("step", "chunk", "src", "dst", "op", "path_id")
+        dtypes = (np.int64, np.int64, np.int32, np.int32, np.int8, np.int32)
+        for name, dt in zip(cols, dtypes, strict=True):
+            setattr(self, name, np.ascontiguousarray(getattr(self, name), dtype=dt))
+        n = len(self.step)
+        if any(len(getattr(self, c)) != n for c in cols):
+            raise ScheduleFormatError("schedule columns step, chunk, src, dst, op, path_id differ in length")
+        if n and (self.path_id.min() < 0 or self.path_id.max() >= len(self.paths)):
+            raise ScheduleFormatError("a transfer refers to a path that is not in the path table")
+        if n and (self.op.min() < 0 or self.op.max() > 1):
+            raise ScheduleFormatError("an op code is not 0 (reduce) or 1 (copy)")
+
+    # ---- size and shape ----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.step)
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def num_steps(self) -> int:
+        """Number of distinct steps used."""
+        return len(np.unique(self.step))
+
+    @property
+    def chunk_bytes(self) -> float:
+        return self.nbytes / self.num_chunks
+
+    @property
+    def rank_nodes(self) -> np.ndarray:
+        """Node indices of the ranks (-1 for a rank that is not a node of the topology)."""
+        index = self.topology.compiled.index
+        return np.array([index.get(r, -1) for r in self.ranks], dtype=np.int64)
+
+    @property
+    def rank_of_node(self) -> np.ndarray:
+        """Rank index of every topology node, -1 for nodes that are not ranks."""
+        out = np.full(self.topology.compiled.num_nodes, -1, dtype=np.int64)
+        nodes = self.rank_nodes
+        ok = nodes >= 0
+        out[nodes[ok]] = np.flatnonzero(ok)
+        return out
+
+    # ---- row access ----------------------------------------------------------------------------
+    def transfer(self, i: int) -> Transfer:
+        """Transfer number i (in stored order) as a `Transfer`."""
+        ids = self.topology.compiled.node_ids
+        return Transfer(
+            int(self.step[i]), int(self.chunk[i]), ids[self.src[i]], ids[self.dst[i]],
+            OPS[self.op[i]], self.paths[self.path_id[i]],
+        )
+
+    def __iter__(self) -> Iterator[Transfer]:
+        return (self.transfer(i) for i in range(len(self)))
+
+    @property
+    def transfers(self) -> list[Transfer]:
+        return list(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"Schedule({self.algorithm!r} on {self.topology.name}, ranks={self.num_ranks}, "
+            f"bytes={self.nbytes:g}, chunks={self.num_chunks}, transfers={len(self)})"
+        )
+
+    # ---- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_transfers(
+        cls,
+        topology: Topology,
+        ranks: Sequence[str],
+        nbytes: float,
+        num_chunks: int,
+        transfers: Iterable[Transfer | dict[str, Any]],
+        algorithm: str = "custom",
+        meta: dict[str, Any] | None = None,
+    ) -> Schedule:
+        """A schedule from Transfer objects (or dicts with the same keys).
+
+        A transfer without a path takes the topology's default route.
+        """
+        b = ScheduleBuilder(topology, ranks, nbytes, num_chunks, algorithm, meta)
+        for i, t in enumerate(transfers):
+            if isinstance(t, dict):
+                try:
+                    t = Transfer(t["step"], t["chunk"], t["src"], t["dst"], t.get("op", "reduce"),
+                                 tuple(t.get("path") or ()))
+                except KeyError as e:
+                    raise ScheduleFormatError(f"transfer {i} has no {e.args[0]!r}") from None
+            b.add(t.step, t.chunk, t.src, t.dst, t.op, t.path or None, where=f"transfer {i}")
+        return b.build()
+
+
+class ScheduleBuilder:
+    """Accumulates transfers for a Schedule; algorithms use it to emit rows cheaply.
+
+    Ranks are given as node ids (`add`) or as rank indices in bulk (`add_rank_arrays`). A
+    missing path is filled with the topology's default route, interned once per (src, dst).
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        ranks: Sequence[str] | None,
+        nbytes: float,
+        num_chunks: int,
+        algorithm: str = "custom",
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.ranks = tuple(topology.servers if ranks is None else ranks)
+        try:
+            self.nbytes = float(nbytes)
+            self.num_chunks = int(num_chunks)
+        except (TypeError, ValueError):
+            raise ScheduleFormatError("schedule bytes and num_chunks must be numbers") from None
+        self.algorithm = algorithm
+        self.meta = dict(meta or {})
+        self._index = topology.compiled.index
+        self._cols: list[list[np.ndarray]] = [[] for _ in range(6)]
+        self._rows: list[list[int]] = [[] for _ in range(6)]
+        self._path_ids: dict[tuple[str, ...], int] = {}
+        self._default: dict[tuple[int, int], int] = {}
+        self._rank_nodes: np.ndarray | None = None
+        self._code_cache = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    def _node(self, name: str, where: str) -> int:
+        try:
+            return self._index[name]
+        except KeyError:
+            raise ScheduleFormatError(
+                f"{where} names node {name!r}, which is not in topology {self.topology.name}"
+            ) from None
+
+    def intern_path(self, path: Sequence[str]) -> int:
+        """The id of a path in the path table, adding it if new."""
+        p = tuple(path)
+        pid = self._path_ids.get(p)
+        if pid is None:
+            pid = self._path_ids[p] = len(self._path_ids)
+        return pid
+
+    def _default_path(self, s: int, d: int) -> int:
+        key = (s, d)
+        pid = self._default.get(key)
+        if pid is None:
+            ids = self.topology.compiled.node_ids
+            path = (ids[s], ids[d]) if s == d else self.topology.path(ids[s], ids[d])
+            pid = self._default[key] = self.intern_path(path)
+        return pid
+
+    def add(
+        self,
+        step: int,
+        chunk: int,
+        src: str,
+        dst: str,
+        op: str = "reduce",
+        path: Sequence[str] | None = None,
+        where: str = "a transfer",
+    ) -> None:
+        """Append one transfer; `path=None` takes the default route."""
+        if op not in OPS:
+            raise ScheduleFormatError(f"{where} has op {op!r}; it must be 'reduce' or 'copy'")
+        try:
+            step_i, chunk_i = int(step), int(chunk)
+        except (TypeError, ValueError):
+            raise ScheduleFormatError(f"{where} has a non-integer step or chunk") from None
+        s, d = self._node(src, where), self._node(dst, where)
+        pid = self._default_path(s, d) if path is None else self.intern_path(path)
+        for col, v in zip(self._rows, (step_i, chunk_i, s, d, OPS.index(op), pid), strict=True):
+            col.append(v)
+
+    def add_rank_arrays(
+        self,
+        step: np.ndarray | int,
+        chunk: np.ndarray | int,
+        src_rank: np.ndarray,
+        dst_rank: np.ndarray,
+        op: str = "reduce",
+    ) -> None:
+        """Append many transfers at once, ranks given by index, on default routes (vectorised)."""
+        if self._rank_nodes is None:
+            self._rank_nodes = np.array([self._node(r, "the rank list") for r in self.ranks], dtype=np.int64)
+        s = self._rank_nodes[np.asarray(src_rank)]
+        d = self._rank_nodes[np.asarray(dst_rank)]
+        n = len(s)
+        num_nodes = self.topology.compiled.num_nodes
+        codes, inverse = np.unique(s * num_nodes + d, return_inverse=True)
+        pids = self._lookup_codes(codes, num_nodes)
+        cols = (
+            np.broadcast_to(np.asarray(step, dtype=np.int64), (n,)),
+            np.broadcast_to(np.asarray(chunk, dtype=np.int64), (n,)),
+            s, d, np.full(n, OPS.index(op), dtype=np.int64), pids[inverse.ravel()],
+        )
+        self._flush_rows()
+        for store, col in zip(self._cols, cols, strict=True):
+            store.append(np.asarray(col, dtype=np.int64))
+
+    def _lookup_codes(self, codes: np.ndarray, num_nodes: int) -> np.ndarray:
+        """Path ids of sorted unique pair codes src*num_nodes+dst, routing only new pairs."""
+        known, known_pids = self._code_cache
+        pos = np.searchsorted(known, codes).clip(max=max(len(known) - 1, 0))
+        hit = (known[pos] == codes) if len(known) else np.zeros(len(codes), dtype=bool)
+        new = codes[~hit]
+        if len(new):
+            ids = self.topology.compiled.node_ids
+            self.topology.router.prepare(ids[x] for x in np.unique(new % num_nodes))
+            new_pids = np.array([self._default_path(*divmod(int(x), num_nodes)) for x in new], dtype=np.int64)
+            merged = np.concatenate([known, new])
+            order = np.argsort(merged, kind="stable")
+            self._code_cache = (merged[order], np.concatenate([known_pids, new_pids])[order])
+            return self._lookup_codes(codes, num_nodes)
+        return known_pids[pos]
+
+    def _flush_rows(self) -> None:
+        if self._rows[0]:
+            for store, rows in zip(self._cols, self._rows, strict=True):
+                store.append(np.asarray(rows, dtype=np.int64))
+                rows.clear()
+
+    def build(self) -> Schedule:
+        """The Schedule of everything added so far."""
+        self._flush_rows()
+        cols = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in self._cols]
+        return Schedule(
+            self.topology, self.ranks, self.nbytes, self.num_chunks, *cols,
+            paths=tuple(self._path_ids), algorithm=self.algorithm, meta=self.meta,
+        )

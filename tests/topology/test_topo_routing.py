@@ -1,0 +1,232 @@
+"""Routing: default paths, ECMP alternatives, k-shortest paths and hop matrices."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from arsched.errors import TopologyError
+from arsched.topology import (
+    SERVER,
+    SWITCH,
+    Link,
+    Topology,
+    bcube,
+    dcell,
+    fattree,
+    jellyfish,
+    leafspine,
+    ring,
+    star,
+    torus,
+)
+
+
+def assert_valid_path(t: Topology, p: tuple[str, ...], src: str, dst: str) -> None:
+    assert p[0] == src and p[-1] == dst
+    assert len(set(p)) == len(p), "path repeats a node"
+    assert all(t.has_link(a, b) for a, b in zip(p, p[1:]))
+
+
+# ---- ECMP on the fat-tree ----------------------------------------------------------------------
+@pytest.mark.parametrize("k", [4, 6])
+def test_fattree_ecmp_between_pods(k):
+    t = fattree(k)
+    h = k // 2
+    src, dst = t.servers[0], t.servers[-1]  # hosts of pod 0 and pod k-1
+    paths = t.router.ecmp_paths(src, dst)
+    assert len(paths) == h * h  # one per core switch
+    assert len(set(paths)) == len(paths)
+    assert {len(p) for p in paths} == {7}
+    assert paths[0] == t.path(src, dst)
+    assert sorted(p[3] for p in paths) == sorted(f"c{i}" for i in range(h * h))
+    for p in paths:
+        assert_valid_path(t, p, src, dst)
+
+
+def test_fattree_ecmp_within_pod_and_edge():
+    t = fattree(4)
+    # hosts s0, s1 share edge switch e0_0; s2 is under e0_1 in the same pod
+    assert t.router.ecmp_paths("s0", "s1") == [("s0", "e0_0", "s1")]
+    same_pod = t.router.ecmp_paths("s0", "s2")
+    assert len(same_pod) == 2  # via either aggregation switch of the pod
+    assert {p[2] for p in same_pod} == {"a0_0", "a0_1"}
+    assert {len(p) for p in same_pod} == {5}
+
+
+def test_ecmp_limit_and_order():
+    t = bcube(3, 2)
+    src, dst = "s0", t.servers[-1]  # differ in all three digits: 3! orders
+    paths = t.router.ecmp_paths(src, dst)
+    assert len(paths) == 6
+    index = t.compiled.index
+    keys = [tuple(index[x] for x in p) for p in paths]
+    assert keys == sorted(keys)
+    assert t.router.ecmp_paths(src, dst, limit=2) == paths[:2]
+
+
+# ---- k shortest paths -------------------------------------------------------------------------
+def test_k_shortest_paths_fattree():
+    t = fattree(4)
+    g = nx.DiGraph((lk.src, lk.dst) for lk in t.links)
+    k = 8
+    paths = t.router.k_shortest_paths("s0", "s15", k)
+    assert len(paths) == k
+    assert len(set(paths)) == k
+    lengths = [len(p) for p in paths]
+    assert lengths == sorted(lengths)
+    assert lengths[0] == t.router.hops("s0", "s15") + 1
+    # the first (k/2)^2 = 4 are exactly the equal-cost shortest paths, then longer ones follow
+    assert set(paths[:4]) == set(t.router.ecmp_paths("s0", "s15"))
+    assert lengths[4] > lengths[3]
+    for p in paths:
+        assert_valid_path(t, p, "s0", "s15")
+    # independent: the k shortest lengths among all simple paths (bounded enumeration)
+    all_lengths = sorted(len(p) for p in nx.all_simple_paths(g, "s0", "s15", cutoff=8))
+    assert lengths == all_lengths[:k]
+
+
+def test_k_shortest_paths_ring_has_only_two():
+    t = ring(5)
+    paths = t.router.k_shortest_paths("s0", "s2", 5)
+    assert paths == [("s0", "s1", "s2"), ("s0", "s4", "s3", "s2")]
+
+
+def test_k_shortest_paths_increasing_on_leafspine():
+    t = leafspine(3, 2, 2)
+    paths = t.router.k_shortest_paths("s0", "s5", 4)
+    assert [len(p) for p in paths] == sorted(len(p) for p in paths)
+    assert len(paths) == 4
+    assert len(paths[0]) == 5
+
+
+def test_k_shortest_paths_bad_k():
+    t = ring(4)
+    for k in (0, -1):
+        with pytest.raises(TopologyError):
+            t.router.k_shortest_paths("s0", "s1", k)
+
+
+# ---- unreachable and unknown nodes -------------------------------------------------------------
+@pytest.fixture
+def islands() -> Topology:
+    """Two separate stars: {a0, a1} on switch wa and {b0, b1} on switch wb."""
+    return Topology.from_cables(
+        "islands",
+        ["a0", "a1", "b0", "b1"],
+        ["wa", "wb"],
+        [("a0", "wa", 1.0, 0.0), ("a1", "wa", 1.0, 0.0), ("b0", "wb", 1.0, 0.0),
+         ("b1", "wb", 1.0, 0.0)],
+    )
+
+
+def test_unreachable_raises(islands):
+    r = islands.router
+    with pytest.raises(TopologyError, match="reach"):
+        r.hops("a0", "b0")
+    with pytest.raises(TopologyError, match="reach"):
+        r.path("a0", "b1")
+    with pytest.raises(TopologyError):
+        islands.path("b0", "a1")
+    with pytest.raises(TopologyError):
+        r.ecmp_paths("a0", "b0")
+    with pytest.raises(TopologyError):
+        r.k_shortest_paths("a0", "b0", 3)
+    with pytest.raises(TopologyError):
+        r.paths([("a0", "a1"), ("a0", "b0")])
+    assert r.path("a0", "a1") == ("a0", "wa", "a1")
+
+
+def test_hop_matrix_marks_unreachable(islands):
+    m = islands.router.hop_matrix(["a0", "a1", "b0", "b1"])
+    expected = np.array([[0, 2, -1, -1], [2, 0, -1, -1], [-1, -1, 0, 2], [-1, -1, 2, 0]])
+    assert (m == expected).all()
+
+
+def test_unknown_nodes_and_same_node(islands):
+    r = islands.router
+    for call in (
+        lambda: r.hops("a0", "nope"),
+        lambda: r.hops("nope", "a0"),
+        lambda: r.path("nope", "a0"),
+        lambda: r.ecmp_paths("a0", "nope"),
+        lambda: r.k_shortest_paths("nope", "a0", 1),
+        lambda: r.hop_matrix(["a0", "nope"]),
+        lambda: r.prepare(["nope"]),
+        lambda: r.path("a0", "a0"),
+        lambda: r.ecmp_paths("a0", "a0"),
+    ):
+        with pytest.raises(TopologyError):
+            call()
+    assert r.hops("a0", "a0") == 0
+
+
+# ---- hop matrices -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "topo",
+    [bcube(3, 1), dcell(3, 1), fattree(4), torus((3, 4)), ring(7), star(5), leafspine(3, 2, 2),
+     jellyfish(10, 5, 3, seed=3)],
+    ids=lambda t: t.name,
+)
+def test_hop_matrix_symmetric_and_matches_hops(topo):
+    nodes = list(topo.nodes)
+    m = topo.router.hop_matrix(nodes)
+    assert m.shape == (len(nodes), len(nodes))
+    assert (m == m.T).all()
+    assert (np.diag(m) == 0).all()
+    g = nx.Graph((lk.src, lk.dst) for lk in topo.links)
+    lengths = dict(nx.all_pairs_shortest_path_length(g))
+    for (i, u), (j, v) in itertools.product(enumerate(nodes[:12]), enumerate(nodes)):
+        assert m[i, j] == lengths[u][v] == topo.router.hops(u, v)
+
+
+def test_directed_links_are_routed_one_way():
+    # a directed triangle x -> y -> z -> x: going back costs two hops
+    t = Topology(
+        "triangle",
+        [("x", SERVER), ("y", SERVER), ("z", SWITCH)],
+        [Link("x", "y"), Link("y", "z"), Link("z", "x")],
+    )
+    m = t.router.hop_matrix(["x", "y", "z"])
+    assert m.tolist() == [[0, 1, 2], [2, 0, 1], [1, 2, 0]]
+    assert t.path("y", "x") == ("y", "z", "x")
+    assert t.path("x", "y") == ("x", "y")
+    assert t.router.ecmp_paths("y", "x") == [("y", "z", "x")]
+
+
+def test_default_path_breaks_ties_by_lowest_index():
+    # a square s0 - w1 - s3 and s0 - w2 - s3: both are two hops; w1 comes first in node order
+    cables = [("s0", "w2", 1.0, 0.0), ("s0", "w1", 1.0, 0.0), ("w1", "s3", 1.0, 0.0),
+              ("w2", "s3", 1.0, 0.0)]
+    t = Topology.from_cables("square", ["s0", "s3"], ["w1", "w2"], cables)
+    assert t.path("s0", "s3") == ("s0", "w1", "s3")
+    assert t.path("s3", "s0") == ("s3", "w1", "s0")
+    # declare the switches in the other order and the tie goes the other way
+    u = Topology.from_cables("square", ["s0", "s3"], ["w2", "w1"], cables)
+    assert u.path("s0", "s3") == ("s0", "w2", "s3")
+
+
+def test_router_is_cached_and_paths_stable():
+    t = torus((4, 4))
+    assert t.router is t.router
+    pairs = [(a, b) for a in t.servers[:4] for b in t.servers[-4:]]
+    t.router.prepare(b for _, b in pairs)
+    first = t.router.paths(pairs)
+    assert first == [t.path(a, b) for a, b in pairs]
+    assert first == t.router.paths(pairs)
+    for (a, b), p in zip(pairs, first):
+        assert_valid_path(t, p, a, b)
+
+
+def test_path_links_marks_missing_hops():
+    t = ring(6)
+    c = t.compiled
+    assert c.path_links(("s0", "s2")).tolist() == [-1]
+    assert c.path_links(("s0", "nope", "s1")).tolist() == [-1, -1]
+    assert c.path_links(("s0",)).tolist() == []
+    links = c.path_links(("s0", "s1", "s2")).tolist()
+    assert [(t.links[i].src, t.links[i].dst) for i in links] == [("s0", "s1"), ("s1", "s2")]
+    assert c.link_index(c.index["s0"], c.index["s3"]) == -1
