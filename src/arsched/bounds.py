@@ -104,9 +104,7 @@ class _CutSearch:
         )
         self.graph.sort_indices()
         # where each link and each source arc landed in the CSR data array
-        pos = sp.csr_array(
-            (np.arange(1, len(rows) + 1), (rows, cols)), shape=(self.n + 1, self.n + 1)
-        )
+        pos = sp.csr_array((np.arange(1, len(rows) + 1), (rows, cols)), shape=(self.n + 1, self.n + 1))
         pos.sort_indices()
         order = pos.data - 1
         self.slot_of = np.empty(len(rows), dtype=np.int64)

@@ -13,8 +13,16 @@ from arsched.errors import UnitError
 _NUMBER = r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*"
 
 _SIZE_UNITS = {
-    "": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "": 1,
+    "b": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
 }
 _RATE_BITS = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12}
 _TIME_UNITS = {"": 1, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -29,8 +37,11 @@ def _split(text: str | float | int, what: str) -> tuple[float, str]:
     return float(m["num"]), m["unit"]
 
 
-_EXAMPLES = {"a size": "'100MB' or '1GiB'", "a bandwidth": "'100Gbps' or '25GB/s'",
-             "a time": "'5us' or '1ms'"}
+_EXAMPLES = {
+    "a size": "'100MB' or '1GiB'",
+    "a bandwidth": "'100Gbps' or '25GB/s'",
+    "a time": "'5us' or '1ms'",
+}
 
 
 def parse_size(text: str | float | int) -> float:

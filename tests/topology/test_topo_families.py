@@ -283,8 +283,21 @@ def test_fattree_bad_parameters(k):
 
 
 # ---- tori and rings --------------------------------------------------------------------------
-TORUS_DIMS = [(2,), (3,), (7,), (4, 4), (3, 5), (2, 3), (2, 2), (1, 6), (4, 1, 3), (2, 2, 2),
-              (3, 3, 3), (2, 3, 4), (5, 2, 1, 2)]
+TORUS_DIMS = [
+    (2,),
+    (3,),
+    (7,),
+    (4, 4),
+    (3, 5),
+    (2, 3),
+    (2, 2),
+    (1, 6),
+    (4, 1, 3),
+    (2, 2, 2),
+    (3, 3, 3),
+    (2, 3, 4),
+    (5, 2, 1, 2),
+]
 
 
 def torus_reference_edges(dims) -> set[frozenset[str]]:
@@ -366,15 +379,24 @@ def test_leafspine(leaves, spines, per_leaf):
     assert_server_diameter(t, 4 if leaves > 1 else 2)
 
 
-@pytest.mark.parametrize(("leaves", "spines", "per_leaf"), [(0, 1, 2), (1, 0, 2), (1, 1, 1), (2, 2, 0)])
+@pytest.mark.parametrize(
+    ("leaves", "spines", "per_leaf"), [(0, 1, 2), (1, 0, 2), (1, 1, 1), (2, 2, 0)]
+)
 def test_leafspine_bad_parameters(leaves, spines, per_leaf):
     with pytest.raises(TopologyError):
         leafspine(leaves, spines, per_leaf)
 
 
 # ---- Jellyfish -------------------------------------------------------------------------------
-JELLYFISH_PARAMS = [(16, 4, 3, 1), (10, 5, 3, 0), (12, 6, 4, 7), (9, 4, 3, 2), (20, 8, 5, 3),
-                    (7, 5, 4, 11), (30, 6, 3, 5)]
+JELLYFISH_PARAMS = [
+    (16, 4, 3, 1),
+    (10, 5, 3, 0),
+    (12, 6, 4, 7),
+    (9, 4, 3, 2),
+    (20, 8, 5, 3),
+    (7, 5, 4, 11),
+    (30, 6, 3, 5),
+]
 
 
 def switch_degrees(t: Topology) -> dict[str, int]:
@@ -476,9 +498,7 @@ def test_torus_per_dimension_bandwidth():
     dims = (3, 4)
     t = torus(dims, bandwidth=[5, 7])
     coords = {f"s{i}": c for i, c in enumerate(itertools.product(range(3), range(4)))}
-    got = by_level(
-        t, lambda u, v: next(ax for ax in range(2) if coords[u][ax] != coords[v][ax])
-    )
+    got = by_level(t, lambda u, v: next(ax for ax in range(2) if coords[u][ax] != coords[v][ax]))
     assert {lv: {bw for bw, _ in vals} for lv, vals in got.items()} == {0: {5}, 1: {7}}
 
 

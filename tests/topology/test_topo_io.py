@@ -97,13 +97,21 @@ def test_save_failure_leaves_no_file(tmp_path):
 
 @pytest.mark.parametrize(
     "text",
-    ["{not json", "", "[1, 2", "\"just a string\"", "[]", "{}", '{"nodes": [], "links": 3}',
-     '{"nodes": [{"id": "a"}], "links": []}',
-     '{"nodes": [{"id": "a", "kind": "server"}], "links": [{"src": "a", "dst": "a"}]}',
-     '{"nodes": [{"id": "a", "kind": "server"}, {"id": "b", "kind": "server"}], '
-     '"links": [{"src": "a", "dst": "b", "bandwidth": "fast", "latency": 0}]}',
-     '{"nodes": [{"id": "a", "kind": "router"}], "links": []}',
-     '{"nodes": [{"id": "a", "kind": "switch"}], "links": []}'],
+    [
+        "{not json",
+        "",
+        "[1, 2",
+        '"just a string"',
+        "[]",
+        "{}",
+        '{"nodes": [], "links": 3}',
+        '{"nodes": [{"id": "a"}], "links": []}',
+        '{"nodes": [{"id": "a", "kind": "server"}], "links": [{"src": "a", "dst": "a"}]}',
+        '{"nodes": [{"id": "a", "kind": "server"}, {"id": "b", "kind": "server"}], '
+        '"links": [{"src": "a", "dst": "b", "bandwidth": "fast", "latency": 0}]}',
+        '{"nodes": [{"id": "a", "kind": "router"}], "links": []}',
+        '{"nodes": [{"id": "a", "kind": "switch"}], "links": []}',
+    ],
 )
 def test_malformed_json(tmp_path, text):
     path = tmp_path / "bad.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
@@ -36,9 +37,11 @@ SETTINGS = settings(
 
 # ---- strategies: (builder, kwargs) of small members of every family ---------------------------
 def _bcube():
-    return st.tuples(st.integers(2, 4), st.integers(0, 2)).filter(
-        lambda nk: nk[0] ** (nk[1] + 1) <= 64
-    ).map(lambda nk: (bcube, {"n": nk[0], "k": nk[1]}))
+    return (
+        st.tuples(st.integers(2, 4), st.integers(0, 2))
+        .filter(lambda nk: nk[0] ** (nk[1] + 1) <= 64)
+        .map(lambda nk: (bcube, {"n": nk[0], "k": nk[1]}))
+    )
 
 
 def _dcell():
@@ -52,9 +55,11 @@ def _fattree():
 
 
 def _torus():
-    return st.lists(st.integers(1, 5), min_size=1, max_size=3).filter(
-        lambda d: math.prod(d) >= 2
-    ).map(lambda d: (torus, {"dims": tuple(d)}))
+    return (
+        st.lists(st.integers(1, 5), min_size=1, max_size=3)
+        .filter(lambda d: math.prod(d) >= 2)
+        .map(lambda d: (torus, {"dims": tuple(d)}))
+    )
 
 
 def _ring():
@@ -66,20 +71,26 @@ def _star():
 
 
 def _leafspine():
-    return st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 4)).filter(
-        lambda p: p[0] * p[2] >= 2
-    ).map(lambda p: (leafspine, {"leaves": p[0], "spines": p[1], "servers_per_leaf": p[2]}))
+    return (
+        st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 4))
+        .filter(lambda p: p[0] * p[2] >= 2)
+        .map(lambda p: (leafspine, {"leaves": p[0], "spines": p[1], "servers_per_leaf": p[2]}))
+    )
 
 
 def _jellyfish():
-    return st.integers(5, 12).flatmap(
-        lambda s: st.tuples(
-            st.just(s), st.integers(3, min(5, s - 1)), st.integers(1, 2), st.integers(0, 10**6)
+    return (
+        st.integers(5, 12)
+        .flatmap(
+            lambda s: st.tuples(
+                st.just(s), st.integers(3, min(5, s - 1)), st.integers(1, 2), st.integers(0, 10**6)
+            )
         )
-    ).map(
-        lambda p: (
-            jellyfish,
-            {"switches": p[0], "ports": p[1] + p[2], "net_ports": p[1], "seed": p[3]},
+        .map(
+            lambda p: (
+                jellyfish,
+                {"switches": p[0], "ports": p[1] + p[2], "net_ports": p[1], "seed": p[3]},
+            )
         )
     )
 
@@ -148,9 +159,7 @@ def test_every_server_pair_is_reachable_and_hops_match_networkx(spec):
     t = build(spec)
     m = t.router.hop_matrix(t.servers)
     g = digraph(t)
-    expected = np.array(
-        [[nx.shortest_path_length(g, s, d) for d in t.servers] for s in t.servers]
-    )
+    expected = np.array([[nx.shortest_path_length(g, s, d) for d in t.servers] for s in t.servers])
     assert (m == expected).all()
     assert (np.diag(m) == 0).all()
     assert (m == m.T).all()  # every family is full duplex
@@ -172,15 +181,13 @@ def test_paths_are_valid_shortest_and_lowest_index(spec, rnd):
         p = t.router.path(s, d)
         assert p[0] == s and p[-1] == d
         assert len(set(p)) == len(p)
-        assert all(t.has_link(a, b) for a, b in zip(p, p[1:]))
+        assert all(t.has_link(a, b) for a, b in itertools.pairwise(p))
         assert len(p) - 1 == t.router.hops(s, d) == nx.shortest_path_length(g, s, d)
         links = c.path_links(p)
         assert (links >= 0).all()
-        assert [(t.links[i].src, t.links[i].dst) for i in links] == list(zip(p, p[1:]))
+        assert [(t.links[i].src, t.links[i].dst) for i in links] == list(itertools.pairwise(p))
         # the tie-break: fewest hops, then lowest node index at every step
-        all_shortest = sorted(
-            tuple(c.index[x] for x in q) for q in nx.all_shortest_paths(g, s, d)
-        )
+        all_shortest = sorted(tuple(c.index[x] for x in q) for q in nx.all_shortest_paths(g, s, d))
         assert tuple(c.index[x] for x in p) == all_shortest[0]
         ecmp = t.router.ecmp_paths(s, d)
         if len(all_shortest) <= 64:

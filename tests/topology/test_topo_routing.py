@@ -28,7 +28,7 @@ from arsched.topology import (
 def assert_valid_path(t: Topology, p: tuple[str, ...], src: str, dst: str) -> None:
     assert p[0] == src and p[-1] == dst
     assert len(set(p)) == len(p), "path repeats a node"
-    assert all(t.has_link(a, b) for a, b in zip(p, p[1:]))
+    assert all(t.has_link(a, b) for a, b in itertools.pairwise(p))
 
 
 # ---- ECMP on the fat-tree ----------------------------------------------------------------------
@@ -118,8 +118,12 @@ def islands() -> Topology:
         "islands",
         ["a0", "a1", "b0", "b1"],
         ["wa", "wb"],
-        [("a0", "wa", 1.0, 0.0), ("a1", "wa", 1.0, 0.0), ("b0", "wb", 1.0, 0.0),
-         ("b1", "wb", 1.0, 0.0)],
+        [
+            ("a0", "wa", 1.0, 0.0),
+            ("a1", "wa", 1.0, 0.0),
+            ("b0", "wb", 1.0, 0.0),
+            ("b1", "wb", 1.0, 0.0),
+        ],
     )
 
 
@@ -167,8 +171,16 @@ def test_unknown_nodes_and_same_node(islands):
 # ---- hop matrices -----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "topo",
-    [bcube(3, 1), dcell(3, 1), fattree(4), torus((3, 4)), ring(7), star(5), leafspine(3, 2, 2),
-     jellyfish(10, 5, 3, seed=3)],
+    [
+        bcube(3, 1),
+        dcell(3, 1),
+        fattree(4),
+        torus((3, 4)),
+        ring(7),
+        star(5),
+        leafspine(3, 2, 2),
+        jellyfish(10, 5, 3, seed=3),
+    ],
     ids=lambda t: t.name,
 )
 def test_hop_matrix_symmetric_and_matches_hops(topo):
@@ -199,8 +211,12 @@ def test_directed_links_are_routed_one_way():
 
 def test_default_path_breaks_ties_by_lowest_index():
     # a square s0 - w1 - s3 and s0 - w2 - s3: both are two hops; w1 comes first in node order
-    cables = [("s0", "w2", 1.0, 0.0), ("s0", "w1", 1.0, 0.0), ("w1", "s3", 1.0, 0.0),
-              ("w2", "s3", 1.0, 0.0)]
+    cables = [
+        ("s0", "w2", 1.0, 0.0),
+        ("s0", "w1", 1.0, 0.0),
+        ("w1", "s3", 1.0, 0.0),
+        ("w2", "s3", 1.0, 0.0),
+    ]
     t = Topology.from_cables("square", ["s0", "s3"], ["w1", "w2"], cables)
     assert t.path("s0", "s3") == ("s0", "w1", "s3")
     assert t.path("s3", "s0") == ("s3", "w1", "s0")
@@ -217,7 +233,7 @@ def test_router_is_cached_and_paths_stable():
     first = t.router.paths(pairs)
     assert first == [t.path(a, b) for a, b in pairs]
     assert first == t.router.paths(pairs)
-    for (a, b), p in zip(pairs, first):
+    for (a, b), p in zip(pairs, first, strict=True):
         assert_valid_path(t, p, a, b)
 
 

@@ -82,8 +82,10 @@ def test_single_bandwidth_and_latency_units():
     ("spec", "expected"),
     [
         ("ring:n=4,bandwidth=25GB/s", lambda: ring(4, bandwidth=25e9)),
-        ("fattree:k=4,bandwidth=25GB/s/25GB/s/50GB/s",
-         lambda: fattree(4, bandwidth=[25e9, 25e9, 50e9])),
+        (
+            "fattree:k=4,bandwidth=25GB/s/25GB/s/50GB/s",
+            lambda: fattree(4, bandwidth=[25e9, 25e9, 50e9]),
+        ),
     ],
 )
 def test_bandwidth_in_bytes_per_second(spec, expected):

@@ -10,6 +10,19 @@ from arsched.collective.validate import (
 )
 
 __all__ = [
-    "COPY", "FORMAT", "OPS", "REDUCE", "InvalidScheduleError", "Schedule", "ScheduleBuilder",
-    "Transfer", "ValidationReport", "dumps", "load", "loads", "numeric_check", "save", "validate",
+    "COPY",
+    "FORMAT",
+    "OPS",
+    "REDUCE",
+    "InvalidScheduleError",
+    "Schedule",
+    "ScheduleBuilder",
+    "Transfer",
+    "ValidationReport",
+    "dumps",
+    "load",
+    "loads",
+    "numeric_check",
+    "save",
+    "validate",
 ]

@@ -112,8 +112,12 @@ class Schedule:
         """Transfer number i (in stored order) as a `Transfer`."""
         ids = self.topology.compiled.node_ids
         return Transfer(
-            int(self.step[i]), int(self.chunk[i]), ids[self.src[i]], ids[self.dst[i]],
-            OPS[self.op[i]], self.paths[self.path_id[i]],
+            int(self.step[i]),
+            int(self.chunk[i]),
+            ids[self.src[i]],
+            ids[self.dst[i]],
+            OPS[self.op[i]],
+            self.paths[self.path_id[i]],
         )
 
     def __iter__(self) -> Iterator[Transfer]:
@@ -149,8 +153,14 @@ class Schedule:
         for i, t in enumerate(transfers):
             if isinstance(t, dict):
                 try:
-                    t = Transfer(t["step"], t["chunk"], t["src"], t["dst"], t.get("op", "reduce"),
-                                 tuple(t.get("path") or ()))
+                    t = Transfer(
+                        t["step"],
+                        t["chunk"],
+                        t["src"],
+                        t["dst"],
+                        t.get("op", "reduce"),
+                        tuple(t.get("path") or ()),
+                    )
                 except KeyError as e:
                     raise ScheduleFormatError(f"transfer {i} has no {e.args[0]!r}") from None
             b.add(t.step, t.chunk, t.src, t.dst, t.op, t.path or None, where=f"transfer {i}")
@@ -257,7 +267,10 @@ class ScheduleBuilder:
         cols = (
             np.broadcast_to(np.asarray(step, dtype=np.int64), (n,)),
             np.broadcast_to(np.asarray(chunk, dtype=np.int64), (n,)),
-            s, d, np.full(n, OPS.index(op), dtype=np.int64), pids[inverse.ravel()],
+            s,
+            d,
+            np.full(n, OPS.index(op), dtype=np.int64),
+            pids[inverse.ravel()],
         )
         self._flush_rows()
         for store, col in zip(self._cols, cols, strict=True):
@@ -290,6 +303,12 @@ class ScheduleBuilder:
         self._flush_rows()
         cols = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in self._cols]
         return Schedule(
-            self.topology, self.ranks, self.nbytes, self.num_chunks, *cols,
-            paths=tuple(self._path_ids), algorithm=self.algorithm, meta=self.meta,
+            self.topology,
+            self.ranks,
+            self.nbytes,
+            self.num_chunks,
+            *cols,
+            paths=tuple(self._path_ids),
+            algorithm=self.algorithm,
+            meta=self.meta,
         )

@@ -81,7 +81,9 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
     if obj.get("format") != FORMAT:
         raise ScheduleFormatError(f"{where} has format {obj.get('format')!r}; expected {FORMAT!r}")
     if obj.get("collective", "allreduce") != "allreduce":
-        raise ScheduleFormatError(f"{where} is a {obj.get('collective')!r} schedule; only allreduce is supported")
+        raise ScheduleFormatError(
+            f"{where} is a {obj.get('collective')!r} schedule; only allreduce is supported"
+        )
     for key, kind in (("topology", dict), ("ranks", list), ("transfers", list)):
         if not isinstance(obj.get(key), kind):
             raise ScheduleFormatError(f"{where} has no {key!r} {kind.__name__.replace('dict', 'object')}")
@@ -103,8 +105,14 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
     rows: list[tuple[int, ...]] = []
     for i, t in enumerate(obj["transfers"]):
         try:
-            row = (t["step"], t["chunk"], index[t["src"]], index[t["dst"]], op_code[t["op"]],
-                   path_ids.setdefault(tuple(t["path"]), len(path_ids)))
+            row = (
+                t["step"],
+                t["chunk"],
+                index[t["src"]],
+                index[t["dst"]],
+                op_code[t["op"]],
+                path_ids.setdefault(tuple(t["path"]), len(path_ids)),
+            )
         except (KeyError, TypeError):
             raise ScheduleFormatError(_row_problem(t, i, where, index)) from None
         if not all(type(v) is int for v in row[:2]):
@@ -112,8 +120,13 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
         rows.append(row)
     cols = np.array(rows, dtype=np.int64).reshape(len(rows), 6).T
     return Schedule(
-        topology, tuple(obj["ranks"]), float(obj["bytes"]), int(obj["num_chunks"]), *cols,
-        paths=tuple(path_ids), algorithm=str(obj.get("algorithm", "custom")),
+        topology,
+        tuple(obj["ranks"]),
+        float(obj["bytes"]),
+        int(obj["num_chunks"]),
+        *cols,
+        paths=tuple(path_ids),
+        algorithm=str(obj.get("algorithm", "custom")),
         meta=meta if isinstance(meta, dict) else {},
     )
 

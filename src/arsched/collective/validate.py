@@ -107,8 +107,11 @@ def _check_rows(s: Schedule) -> ValidationReport | None:
     rank_of = s.rank_of_node
     checks = [
         (s.step < 0, "bad-step", lambda i: f"step {s.step[i]} is negative"),
-        ((s.chunk < 0) | (s.chunk >= s.num_chunks), "bad-chunk",
-         lambda i: f"chunk {s.chunk[i]} is outside 0..{s.num_chunks - 1}"),
+        (
+            (s.chunk < 0) | (s.chunk >= s.num_chunks),
+            "bad-chunk",
+            lambda i: f"chunk {s.chunk[i]} is outside 0..{s.num_chunks - 1}",
+        ),
         (rank_of[s.src] < 0, "not-a-rank", lambda i: f"source {c.node_ids[s.src[i]]} is not a rank"),
         (rank_of[s.dst] < 0, "not-a-rank", lambda i: f"destination {c.node_ids[s.dst[i]]} is not a rank"),
         (s.src == s.dst, "self-transfer", lambda i: "source and destination are the same rank"),
@@ -116,10 +119,17 @@ def _check_rows(s: Schedule) -> ValidationReport | None:
     first_node = np.array([c.index.get(p[0], -1) if p else -1 for p in s.paths], dtype=np.int64)
     last_node = np.array([c.index.get(p[-1], -1) if p else -1 for p in s.paths], dtype=np.int64)
     if len(s.paths):
-        checks.append((
-            (first_node[s.path_id] != s.src) | (last_node[s.path_id] != s.dst), "bad-path",
-            lambda i: "its path " + " -> ".join(s.paths[s.path_id[i]]) + " does not run from source to destination",
-        ))
+        checks.append(
+            (
+                (first_node[s.path_id] != s.src) | (last_node[s.path_id] != s.dst),
+                "bad-path",
+                lambda i: (
+                    "its path "
+                    + " -> ".join(s.paths[s.path_id[i]])
+                    + " does not run from source to destination"
+                ),
+            )
+        )
         problems = _path_problems(s)
         broken = np.array([p is not None for p in problems])
         checks.append((broken[s.path_id], "missing-link", lambda i: problems[s.path_id[i]]))
@@ -140,17 +150,20 @@ def _names(s: Schedule, words: np.ndarray) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def _apply_step(s: Schedule, rows: np.ndarray, src_buf: np.ndarray, dst_buf: np.ndarray,
-                state: np.ndarray) -> ValidationReport | None:
+def _apply_step(
+    s: Schedule, rows: np.ndarray, src_buf: np.ndarray, dst_buf: np.ndarray, state: np.ndarray
+) -> ValidationReport | None:
     """Apply one step to the symbolic state, or report its first violation (stored order)."""
     payload = state[src_buf]
     is_copy = s.op[rows] == COPY
     if is_copy.any():
         cdst = dst_buf[is_copy]
-        uniq, first_idx, counts = np.unique(cdst, return_index=True, return_counts=True)
+        uniq, counts = np.unique(cdst, return_counts=True)
         if (counts > 1).any():
             # the second copy into a buffer, earliest in stored order
-            dup_rows = [r for r, b in zip(rows[is_copy], cdst, strict=True) if counts[np.searchsorted(uniq, b)] > 1]
+            dup_rows = [
+                r for r, b in zip(rows[is_copy], cdst, strict=True) if counts[np.searchsorted(uniq, b)] > 1
+            ]
             i = int(sorted(dup_rows)[1])
             return _fail(s, "double-copy", i, "a second copy into the same buffer in one step")
         clash = is_copy & np.isin(dst_buf, dst_buf[~is_copy])
@@ -187,6 +200,18 @@ def _apply_step(s: Schedule, rows: np.ndarray, src_buf: np.ndarray, dst_buf: np.
     return _fail(s, "double-count", i, f"it adds the data of {_names(s, overlap)} a second time")
 
 
+def _step_rows(s: Schedule) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Source and destination buffer (rank * num_chunks + chunk) of every transfer, and the
+    transfer indices of each step in step order (stored order within a step)."""
+    rank_of = s.rank_of_node
+    src_buf = rank_of[s.src] * s.num_chunks + s.chunk
+    dst_buf = rank_of[s.dst] * s.num_chunks + s.chunk
+    order = np.argsort(s.step, kind="stable")
+    steps = s.step[order]
+    cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1
+    return src_buf, dst_buf, np.split(order, cuts) if len(order) else []
+
+
 def validate(schedule: Schedule) -> ValidationReport:
     """Check a schedule symbolically; the report names the first violation or says it is valid."""
     s = schedule
@@ -195,17 +220,11 @@ def validate(schedule: Schedule) -> ValidationReport:
         return problem
     n, chunks = s.num_ranks, s.num_chunks
     words = (n + 63) // 64
-    rank_of = s.rank_of_node
-    src_all = rank_of[s.src] * chunks + s.chunk
-    dst_all = rank_of[s.dst] * chunks + s.chunk
+    src_all, dst_all, step_rows = _step_rows(s)
     state = np.zeros((n * chunks, words), dtype=np.uint64)
     owner = np.repeat(np.arange(n), chunks)
     state[np.arange(n * chunks), owner // 64] = np.left_shift(np.uint64(1), (owner % 64).astype(np.uint64))
-    order = np.argsort(s.step, kind="stable")
-    steps = s.step[order]
-    bounds = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1], True])
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        rows = order[a:b]
+    for rows in step_rows:
         problem = _apply_step(s, rows, src_all[rows], dst_all[rows], state)
         if problem:
             return problem
@@ -218,15 +237,20 @@ def validate(schedule: Schedule) -> ValidationReport:
         have = int(_popcount(state[incomplete]))
         missing = full & ~state[incomplete]
         return _fail(
-            s, "incomplete", None,
+            s,
+            "incomplete",
+            None,
             f"at the end rank {s.ranks[r]} holds chunk {ch} summed over {have} of {n} ranks "
             f"(missing {_names(s, missing)})",
         )
-    n_steps = len(bounds) - 1
+    n_steps = len(step_rows)
     return ValidationReport(
         True,
         f"valid AllReduce: {n} ranks, {chunks} chunks, {len(s)} transfers in {n_steps} steps",
-        None, None, len(s), n_steps,
+        None,
+        None,
+        len(s),
+        n_steps,
     )
 
 
@@ -246,14 +270,8 @@ def numeric_check(schedule: Schedule, seed: int = 0, width: int = 2, rtol: float
     buf = data.copy()
     truth = data.reshape(n, chunks, width).sum(axis=0)
     scale = np.abs(data).reshape(n, chunks, width).sum(axis=0)
-    rank_of = s.rank_of_node
-    src_all = rank_of[s.src] * chunks + s.chunk
-    dst_all = rank_of[s.dst] * chunks + s.chunk
-    order = np.argsort(s.step, kind="stable")
-    steps = s.step[order]
-    bounds = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1], True])
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        rows = order[a:b]
+    src_all, dst_all, step_rows = _step_rows(s)
+    for rows in step_rows:
         payload = buf[src_all[rows]]
         is_copy = s.op[rows] == COPY
         np.add.at(buf, dst_all[rows][~is_copy], payload[~is_copy])
@@ -263,8 +281,14 @@ def numeric_check(schedule: Schedule, seed: int = 0, width: int = 2, rtol: float
     if wrong is not None:
         r, ch = divmod(wrong, chunks)
         return _fail(s, "wrong-sum", None, f"at the end rank {s.ranks[r]} holds a wrong sum in chunk {ch}")
-    return ValidationReport(True, f"numeric check passed: {n} ranks x {chunks} chunks match the true sum",
-                            None, None, len(s), len(bounds) - 1)
+    return ValidationReport(
+        True,
+        f"numeric check passed: {n} ranks x {chunks} chunks match the true sum",
+        None,
+        None,
+        len(s),
+        len(step_rows),
+    )
 
 
 __all__ = ["OPS", "InvalidScheduleError", "ValidationReport", "numeric_check", "validate"]

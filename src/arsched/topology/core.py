@@ -99,8 +99,7 @@ class Topology:
                 raise TopologyError(f"node id {node_id!r} in {self.name} is not a non-empty string")
             if kind not in KINDS:
                 raise TopologyError(
-                    f"node {node_id!r} in {self.name} has kind {kind!r}; "
-                    "it must be 'server' or 'switch'"
+                    f"node {node_id!r} in {self.name} has kind {kind!r}; it must be 'server' or 'switch'"
                 )
             if node_id in kinds:
                 raise TopologyError(f"node {node_id!r} appears twice in {self.name}")
@@ -221,9 +220,7 @@ class Topology:
         dst = np.fromiter((index[lk.dst] for lk in self._links), dtype=np.int32, count=len(self._links))
         cap = np.fromiter((lk.bandwidth for lk in self._links), dtype=np.float64, count=len(self._links))
         lat = np.fromiter((lk.latency for lk in self._links), dtype=np.float64, count=len(self._links))
-        adjacency = sp.csr_array(
-            (np.arange(1, len(src) + 1, dtype=np.int64), (src, dst)), shape=(n, n)
-        )
+        adjacency = sp.csr_array((np.arange(1, len(src) + 1, dtype=np.int64), (src, dst)), shape=(n, n))
         adjacency.sort_indices()
         is_server = np.fromiter((self._kinds[x] == SERVER for x in node_ids), dtype=bool, count=n)
         return CompiledTopology(node_ids, index, is_server, src, dst, cap, lat, adjacency)
@@ -289,7 +286,5 @@ def per_level(value: float | Sequence[float], levels: int, what: str, family: st
         return [float(value)] * levels
     vals = [float(v) for v in value]
     if len(vals) != levels:
-        raise TopologyError(
-            f"{family} has {levels} link level(s) but {len(vals)} {what} values were given"
-        )
+        raise TopologyError(f"{family} has {levels} link level(s) but {len(vals)} {what} values were given")
     return vals

@@ -47,8 +47,7 @@ def from_dict(obj: Any, where: str = "topology") -> Topology:
         raise TopologyError(f"every node in {where} needs an 'id' and a 'kind'") from None
     try:
         links = [
-            Link(lk["src"], lk["dst"], float(lk["bandwidth"]), float(lk["latency"]))
-            for lk in obj["links"]
+            Link(lk["src"], lk["dst"], float(lk["bandwidth"]), float(lk["latency"])) for lk in obj["links"]
         ]
     except (TypeError, KeyError, ValueError):
         raise TopologyError(
@@ -132,7 +131,9 @@ def load(
             raise TopologyError(f"{p} is not readable GraphML ({e})") from None
         scalar_bw = bandwidth if isinstance(bandwidth, (int, float)) else DEFAULT_BANDWIDTH
         scalar_lat = latency if isinstance(latency, (int, float)) else DEFAULT_LATENCY
-        return Topology.from_networkx(g, name=g.graph.get("name") or p.stem, bandwidth=scalar_bw, latency=scalar_lat)
+        return Topology.from_networkx(
+            g, name=g.graph.get("name") or p.stem, bandwidth=scalar_bw, latency=scalar_lat
+        )
     if suffix == ".csv":
         return _read_hostlist(p, bandwidth, latency)
     raise TopologyError(f"cannot tell the format of {p}: use .json, .graphml or a .csv host list")

@@ -88,7 +88,8 @@ def jellyfish(
         )
     if not (isinstance(ports, int) and ports > net_ports):
         raise TopologyError(
-            f"jellyfish needs ports > net_ports to leave room for servers, got ports={ports!r}, net_ports={net_ports}"
+            f"jellyfish needs ports > net_ports to leave room for servers, "
+            f"got ports={ports!r}, net_ports={net_ports}"
         )
     bws = per_level(bandwidth, 2, "bandwidth", name)
     lats = per_level(latency, 2, "latency", name)

@@ -29,7 +29,11 @@ def leafspine(
 
     Levels: 0 server-leaf, 1 leaf-spine.
     """
-    for label, val, low in (("leaves", leaves, 1), ("spines", spines, 1), ("servers_per_leaf", servers_per_leaf, 1)):
+    for label, val, low in (
+        ("leaves", leaves, 1),
+        ("spines", spines, 1),
+        ("servers_per_leaf", servers_per_leaf, 1),
+    ):
         if not (isinstance(val, int) and val >= low):
             raise TopologyError(f"leafspine needs {label} >= {low}, got {val!r}")
     name = f"leafspine({leaves},{spines},{servers_per_leaf})"

@@ -46,9 +46,7 @@ def torus(
     return Topology.from_cables(name, servers, [], cables)
 
 
-def ring(
-    n: int, bandwidth: float = DEFAULT_BANDWIDTH, latency: float = DEFAULT_LATENCY
-) -> Topology:
+def ring(n: int, bandwidth: float = DEFAULT_BANDWIDTH, latency: float = DEFAULT_LATENCY) -> Topology:
     """n servers on a bidirectional ring (a 1-D torus)."""
     if not (isinstance(n, int) and n >= 2):
         raise TopologyError(f"ring needs n >= 2 servers, got n={n!r}")

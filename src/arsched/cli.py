@@ -1,0 +1,277 @@
+"""The `arsched` command line: look at topologies, compute bounds, validate schedules.
+
+Every bad input ends with one sentence on stderr and exit code 2; a schedule that is well
+formed but wrong ends `validate` with exit code 1. Nothing below this module prints.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from arsched.errors import ArschedError
+from arsched.topology.spec import SPEC_EXAMPLES
+
+SPEC_HELP = (
+    "A topology: a family spec such as "
+    + ", ".join(f"'{e}'" for e in SPEC_EXAMPLES[:5])
+    + " (add bandwidth=100Gbps, latency=1us, one value or one per level joined by '/'), "
+    "or a file: .json, .graphml, or a .csv host list with columns ip,DSW,PSW,ASW."
+)
+
+app = typer.Typer(
+    name="arsched",
+    help=(
+        "AllReduce scheduling for data-center and GPU-cluster networks.\n\n"
+        "Start with `arsched topology bcube:n=4,k=1` to see a network and its AllReduce lower "
+        "bound, `arsched bound --topology torus:dims=4x4 --size 100MB` for the bound of one "
+        "size, and `arsched validate FILE.json` to prove a schedule computes the right sum."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+
+
+def _emit_json(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+def _ports(topo: Any) -> int | list[int]:
+    ports = sorted({topo.ports(s) for s in topo.servers})
+    return ports[0] if len(ports) == 1 else [ports[0], ports[-1]]
+
+
+def _diameter(topo: Any) -> int:
+    hops = topo.router.hop_matrix(topo.servers)
+    if (hops < 0).any():
+        raise ArschedError(f"topology {topo.name} is not connected: some servers cannot reach others")
+    return int(hops.max())
+
+
+def _draw(topo: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    g = topo.to_networkx().to_undirected()
+    pos = nx.kamada_kawai_layout(g) if len(g) <= 300 else nx.spring_layout(g, seed=0, iterations=60)
+    fig, ax = plt.subplots(figsize=(8, 8))
+    nx.draw_networkx_edges(g, pos, ax=ax, alpha=0.3, width=0.6)
+    for kind, shape, color in (("server", "o", "tab:blue"), ("switch", "s", "tab:orange")):
+        nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind]
+        nx.draw_networkx_nodes(
+            g,
+            pos,
+            nodelist=nodes,
+            node_shape=shape,
+            node_color=color,
+            node_size=max(8, 3000 // max(len(g), 1)),
+            ax=ax,
+            label=kind,
+        )
+    if len(g) <= 64:
+        nx.draw_networkx_labels(g, pos, font_size=7, ax=ax)
+    ax.set_title(f"{topo.name}: {len(topo.servers)} servers, {len(topo.switches)} switches")
+    ax.legend(loc="upper right")
+    ax.axis("off")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    from arsched.fileio import write_atomic
+
+    write_atomic(path, buf.getvalue())
+
+
+def _check_output(path: Path | None, suffixes: tuple[str, ...], what: str) -> None:
+    if path is None:
+        return
+    if path.suffix.lower() not in suffixes:
+        raise ArschedError(f"{what} {path} must end in {' or '.join(suffixes)}")
+    if not path.parent.exists():
+        raise ArschedError(f"cannot write {path}: folder {path.parent} does not exist")
+
+
+@app.command()
+def topology(
+    spec: Annotated[str, typer.Argument(help=SPEC_HELP, show_default=False)],
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Write the topology as .json (the schedule format's topology object) or .graphml."
+        ),
+    ] = None,
+    draw: Annotated[Path | None, typer.Option(help="Draw the network to a PNG file.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")
+    ] = False,
+) -> None:
+    """Describe a network: servers, switches, links, ports, diameter and the AllReduce bound.
+
+    The bound is 2·T*_AG per byte of the vector (ForestColl's cut bound, exact): multiply by
+    the AllReduce size in bytes to get the least time any schedule can take.
+    """
+    from arsched.bounds import allgather_cut
+    from arsched.topology import parse_spec, save
+
+    _check_output(out_file, (".json", ".graphml"), "--out")
+    _check_output(draw, (".png",), "--draw")
+    topo = parse_spec(spec)
+    cut = allgather_cut(topo)
+    info = {
+        "name": topo.name,
+        "servers": len(topo.servers),
+        "switches": len(topo.switches),
+        "directed_links": len(topo.links),
+        "ports_per_server": _ports(topo),
+        "diameter_hops": _diameter(topo),
+        "allreduce_bound_s_per_byte": 2 * cut.seconds_per_byte,
+    }
+    if out_file is not None:
+        save(topo, out_file)
+    if draw is not None:
+        _draw(topo, draw)
+    if as_json:
+        _emit_json(info)
+        return
+    bw = np.array([lk.bandwidth for lk in topo.links])
+    table = Table(title=topo.name, show_header=False)
+    for key, val in info.items():
+        if key != "name":
+            table.add_row(key.replace("_", " "), str(val))
+    lo, hi = (f"{x * 8 / 1e9:g}" for x in (bw.min(), bw.max()))
+    table.add_row("link bandwidth", f"{lo} Gb/s" if lo == hi else f"{lo}–{hi} Gb/s")
+    table.add_row(
+        "bound for 1 GB",
+        f"{2 * cut.seconds_per_byte * 1e9 * 1e3:.3f} ms "
+        f"(binding cut: {cut.ranks_inside} ranks behind {cut.egress * 8 / 1e9:g} Gb/s)",
+    )
+    out.print(table)
+    for path in (out_file, draw):
+        if path is not None:
+            out.print(f"wrote {path}")
+
+
+@app.command()
+def bound(
+    topology_spec: Annotated[str, typer.Option("--topology", "-t", help=SPEC_HELP, show_default=False)],
+    size: Annotated[
+        str, typer.Option("--size", "-s", help="AllReduce size per rank: 100MB, 1GiB, 4096 (bytes).")
+    ] = "100MB",
+    alpha: Annotated[
+        str, typer.Option(help="Per-transfer overhead added to the latency bound, e.g. 5us.")
+    ] = "0s",
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Lower bounds for an AllReduce of SIZE bytes on all servers of a topology.
+
+    allreduce = 2·T*_AG (bandwidth, exact cut bound); allgather = T*_AG; latency = alpha plus
+    the largest rank-to-rank path latency. No schedule can beat max(allreduce, latency).
+    """
+    from arsched.bounds import allgather_cut, latency_bound
+    from arsched.topology import parse_spec
+    from arsched.units import parse_size, parse_time
+
+    nbytes = parse_size(size)
+    if nbytes <= 0:
+        raise ArschedError(f"--size must be positive, got {size!r}")
+    a = parse_time(alpha)
+    topo = parse_spec(topology_spec)
+    cut = allgather_cut(topo)
+    ag = cut.seconds_per_byte * nbytes
+    lat = latency_bound(topo, alpha=a)
+    info = {
+        "topology": topo.name,
+        "ranks": len(topo.servers),
+        "bytes": nbytes,
+        "allreduce_bound_s": 2 * ag,
+        "allgather_bound_s": ag,
+        "latency_bound_s": lat,
+        "lower_bound_s": max(2 * ag, lat),
+        "binding_cut": {
+            "ranks_inside": cut.ranks_inside,
+            "egress_bytes_per_s": cut.egress,
+            "nodes": len(cut.cut),
+        },
+        "exact": cut.exact,
+    }
+    if as_json:
+        _emit_json(info)
+        return
+    table = Table(title=f"AllReduce of {size} on {topo.name} ({len(topo.servers)} ranks)", show_header=False)
+    table.add_row("allreduce bound (bandwidth)", f"{2 * ag * 1e3:.4f} ms")
+    table.add_row("allgather bound", f"{ag * 1e3:.4f} ms")
+    table.add_row("latency bound", f"{lat * 1e6:.2f} µs")
+    table.add_row(
+        "binding cut", f"{cut.ranks_inside} of {len(topo.servers)} ranks behind {cut.egress * 8 / 1e9:g} Gb/s"
+    )
+    out.print(table)
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="A schedule in arsched.schedule/1 JSON.", show_default=False)],
+    numeric: Annotated[
+        bool, typer.Option(help="Also execute it on random float64 data and compare sums.")
+    ] = False,
+) -> None:
+    """Prove a schedule computes the AllReduce sum: exit 0 if valid, 1 with the first violation.
+
+    The check applies the step semantics symbolically (who has whose data in every buffer);
+    a malformed file exits 2.
+    """
+    from arsched.collective import load, numeric_check
+    from arsched.collective import validate as check
+
+    schedule = load(file)
+    report = check(schedule)
+    if report.ok and numeric:
+        report = numeric_check(schedule)
+    if not report.ok:
+        sys.stdout.write(f"INVALID {file}: {report.message}\n")
+        raise typer.Exit(1)
+    sys.stdout.write(f"OK {file}: {report.message} ({schedule.algorithm} on {schedule.topology.name})\n")
+
+
+def _usage_error(e: Exception) -> bool:
+    """True for the command-line parser's usage errors (typer's vendored or plain click)."""
+    return getattr(e, "exit_code", None) == 2 and hasattr(e, "format_message")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: turn every bad input into one sentence on stderr and exit code 2."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except typer.Exit as e:
+        code = e.exit_code
+    except typer.Abort:
+        code = 130
+    except (ArschedError, OSError) as e:
+        sys.stderr.write(f"error: {e}\n")
+        code = 2
+    except Exception as e:
+        if not _usage_error(e):
+            raise
+        msg = " ".join(e.format_message().split())
+        if not msg:  # bare `arsched`: the help was shown
+            sys.exit(0)
+        ctx = getattr(e, "ctx", None)
+        cmd = ctx.command_path if ctx is not None else "arsched"
+        sys.stderr.write(f"error: {msg} (see {cmd} --help)\n")
+        code = 2
+    sys.exit(code or 0)
+
+
+if __name__ == "__main__":
+    main()
