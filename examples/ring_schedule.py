@@ -11,10 +11,11 @@ from arsched.collective import ScheduleBuilder, save, validate
 from arsched.topology import parse_spec
 
 
-def ring_allreduce(topology, nbytes=100e6):
-    """Reduce-scatter then all-gather around the servers in order: 2(N-1) steps of N transfers."""
-    n = len(topology.servers)
-    b = ScheduleBuilder(topology, topology.servers, nbytes, num_chunks=n, algorithm="ring")
+def ring_allreduce(topology, nbytes=100e6, ranks=None):
+    """Reduce-scatter then all-gather around the ranks in order: 2(N-1) steps of N transfers."""
+    ranks_ = tuple(topology.servers if ranks is None else ranks)
+    n = len(ranks_)
+    b = ScheduleBuilder(topology, ranks_, nbytes, num_chunks=n, algorithm="ring")
     ranks = np.arange(n)
     for t in range(n - 1):  # reduce-scatter: rank r adds chunk r-t into rank r+1
         b.add_rank_arrays(t, (ranks - t) % n, ranks, (ranks + 1) % n, op="reduce")

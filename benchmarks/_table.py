@@ -1,0 +1,25 @@
+"""Shared output of the benchmark scripts: a markdown table printed and kept in docs/results.md."""
+
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results.md"
+
+
+def markdown(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def publish(section: str, intro: str, table: str) -> None:
+    """Print the table and replace (or add) its section in docs/results.md."""
+    body = f"## {section}\n\n{intro}\n\nMachine: {platform.machine()}, Python {platform.python_version()}.\n\n{table}\n"
+    print(body)
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nProduced by the scripts in `benchmarks/`; rerun them with `make bench`.\n"
+    pattern = re.compile(rf"^## {re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(body + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + body
+    RESULTS.write_text(text)
