@@ -30,6 +30,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_bounds.py
 	$(BIN)/python benchmarks/bench_validator.py
+	$(BIN)/python benchmarks/bench_routing.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
