@@ -17,9 +17,14 @@ def markdown(header: list[str], rows: list[list[object]]) -> str:
 
 def publish(section: str, intro: str, table: str) -> None:
     """Print the table and replace (or add) its section in docs/results.md."""
-    body = f"## {section}\n\n{intro}\n\nMachine: {platform.machine()}, Python {platform.python_version()}.\n\n{table}\n"
+    machine = f"Machine: {platform.machine()}, Python {platform.python_version()}."
+    body = f"## {section}\n\n{intro}\n\n{machine}\n\n{table}\n"
     print(body)
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nProduced by the scripts in `benchmarks/`; rerun them with `make bench`.\n"
+    text = (
+        RESULTS.read_text()
+        if RESULTS.exists()
+        else "# Benchmark results\n\nProduced by the scripts in `benchmarks/`; rerun them: `make bench`.\n"
+    )
     pattern = re.compile(rf"^## {re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(body + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + body
     RESULTS.write_text(text)

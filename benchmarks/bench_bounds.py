@@ -21,7 +21,7 @@ from arsched.bounds import allgather_cut
 from arsched.topology import parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import markdown, publish  # noqa: E402
+from _table import markdown, publish
 
 CASES = [
     ("bcube:n=4,k=1", 64),
@@ -79,14 +79,28 @@ def main(quick: bool = False) -> None:
             ref_t = time.perf_counter() - t0
             agree = f"{abs(2 * ref / n * bw - value) / value:.1e}"
             ref_t = f"{ref_t:.2f} s ({ref_t / ours:.0f}×)"
-        rows.append([topo.name, n, len(topo.nodes), f"{value:.4f}", cut.maxflows, f"{ours * 1e3:.1f} ms", ref_t, agree])
+        rows.append(
+            [
+                topo.name,
+                n,
+                len(topo.nodes),
+                f"{value:.4f}",
+                cut.maxflows,
+                f"{ours * 1e3:.1f} ms",
+                ref_t,
+                agree,
+            ]
+        )
     publish(
         "AllReduce bandwidth bound",
         "AllReduce bound in units of M/B (unit link bandwidth B), arsched's time, and the reference "
         "binary search (networkx max flows) in the same run with its slowdown relative to arsched "
         "and the relative difference of the two values. ForestColl reports 1.7 s (BCube(4,2)) and "
         "12.9 s (DCell(3,2)) on its own machine. Produced by `benchmarks/bench_bounds.py`.",
-        markdown(["topology", "ranks", "nodes", "bound (M/B)", "max flows", "arsched", "reference", "rel. diff"], rows),
+        markdown(
+            ["topology", "ranks", "nodes", "bound (M/B)", "max flows", "arsched", "reference", "rel. diff"],
+            rows,
+        ),
     )
 
 

@@ -20,7 +20,7 @@ import networkx as nx
 from arsched.topology import fattree, load
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import markdown, publish  # noqa: E402
+from _table import markdown, publish
 
 CLOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "lingjun2023_topo.csv"
 
@@ -47,8 +47,18 @@ def main() -> None:
         ref_t = (time.perf_counter() - t0) * len(pairs) / len(sample)
         lookup = {p: i for i, p in enumerate(pairs)}
         assert all(len(r) == len(paths[lookup[(r[0], r[-1])]]) for r in ref)
-        rows.append([topo.name, n, len(topo.nodes), len(pairs), f"{ours:.2f} s", f"{len(pairs) / ours / 1e6:.2f} M/s",
-                     f"{cached:.2f} s", f"{ref_t:.1f} s ({ref_t / ours:.0f}×)"])
+        rows.append(
+            [
+                topo.name,
+                n,
+                len(topo.nodes),
+                len(pairs),
+                f"{ours:.2f} s",
+                f"{len(pairs) / ours / 1e6:.2f} M/s",
+                f"{cached:.2f} s",
+                f"{ref_t:.1f} s ({ref_t / ours:.0f}×)",
+            ]
+        )
     publish(
         "Routing",
         "Default fewest-hop paths for every ordered pair of the first N hosts: first computation, "

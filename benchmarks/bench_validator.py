@@ -21,9 +21,9 @@ from arsched.topology import fattree
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/examples")
-from _table import markdown, publish  # noqa: E402
-from ring_schedule import ring_allreduce  # noqa: E402
+from ring_schedule import ring_allreduce
 
+from _table import markdown, publish
 
 
 def reference_validate(s) -> bool:
@@ -44,7 +44,6 @@ def reference_validate(s) -> bool:
             else:
                 held[key] |= payload
     return all(len(v) == s.num_ranks for v in held.values())
-
 
 
 def main(quick: bool = False) -> None:
@@ -72,15 +71,28 @@ def main(quick: bool = False) -> None:
             assert reference_validate(sched)
             ref_t = time.perf_counter() - t0
             ref = f"{ref_t:.2f} s ({ref_t / ours:.0f}×)"
-        rows.append([n, len(sched), f"{build:.2f} s", f"{ours:.3f} s", f"{len(sched) / ours / 1e6:.2f} M/s",
-                     f"{peak / 2**20:.0f} MiB", f"{num:.3f} s", ref])
+        rows.append(
+            [
+                n,
+                len(sched),
+                f"{build:.2f} s",
+                f"{ours:.3f} s",
+                f"{len(sched) / ours / 1e6:.2f} M/s",
+                f"{peak / 2**20:.0f} MiB",
+                f"{num:.3f} s",
+                ref,
+            ]
+        )
     publish(
         "Schedule validator",
         "Ring AllReduce on the first N hosts of fattree(16): schedule build time, symbolic validation "
         "time, throughput (transfers per second), validator peak memory, numeric check time, and the "
         "plain-Python reference validator in the same run with its slowdown. Produced by "
         "`benchmarks/bench_validator.py`.",
-        markdown(["ranks", "transfers", "build", "validate", "rate", "peak memory", "numeric check", "reference"], rows),
+        markdown(
+            ["ranks", "transfers", "build", "validate", "rate", "peak memory", "numeric check", "reference"],
+            rows,
+        ),
     )
 
 
