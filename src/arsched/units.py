@@ -24,7 +24,6 @@ _SIZE_UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
-_RATE_BITS = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12}
 _TIME_UNITS = {"": 1, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
@@ -54,16 +53,22 @@ def parse_size(text: str | float | int) -> float:
 
 
 def parse_bandwidth(text: str | float | int) -> float:
-    """Bytes per second from '100Gbps' (bits) or '25GB/s' (bytes); a bare number is B/s."""
+    """Bytes per second from bits ('100Gbps', '100Gb/s') or bytes ('25GB/s', '25GBps').
+
+    The case of the b decides: lower-case b is bits, upper-case B bytes; a bare number is B/s.
+    """
     num, unit = _split(text, "a bandwidth")
-    low = unit.lower()
-    if low in _RATE_BITS:
-        return num * _RATE_BITS[low] / 8
-    if low.endswith("/s") and low[:-2] in _SIZE_UNITS:
-        return num * _SIZE_UNITS[low[:-2]]
-    if low == "":
+    if unit == "":
         return num
-    raise UnitError(f"unknown bandwidth unit {unit!r} in {text!r}: use Gbps, Mbps, GB/s or MB/s")
+    for suffix in ("/s", "ps"):
+        if unit.endswith(suffix) and len(unit) > len(suffix):
+            base = unit[: -len(suffix)]
+            prefix = _SIZE_UNITS.get(base[:-1].lower() + "b")
+            if base[-1] in "bB" and prefix is not None:
+                return num * prefix / (8 if base[-1] == "b" else 1)
+    raise UnitError(
+        f"unknown bandwidth unit {unit!r} in {text!r}: use Gbps or Gb/s (bits), GB/s or GBps (bytes)"
+    )
 
 
 def parse_time(text: str | float | int) -> float:

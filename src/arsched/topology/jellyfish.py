@@ -7,7 +7,7 @@ remove a random link (u, v) with u, v not neighbours of x and link x-u and x-v i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.sparse import coo_array
@@ -17,6 +17,38 @@ from arsched.errors import TopologyError
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
 
 _RANDOM_TRIES = 64
+
+
+def _pair_rewire(
+    single: np.ndarray,
+    free: np.ndarray,
+    edges: set[tuple[int, int]],
+    nbrs: list[set[int]],
+    rng: np.random.Generator,
+    join: Callable[[int, int], None],
+) -> bool:
+    """Two switches a, b with one free port each (already neighbours): remove a random link
+    (u, v) with u not next to a and v not next to b, and link a-u, b-v. False if impossible."""
+    order = [int(x) for x in rng.permutation(single)]
+    for i, a in enumerate(order):
+        for b in order[i + 1 :]:
+            usable = [
+                (u, v)
+                for e in sorted(edges)
+                for u, v in (e, e[::-1])
+                if a not in e and b not in e and u not in nbrs[a] and v not in nbrs[b]
+            ]
+            if usable:
+                u, v = usable[rng.integers(len(usable))]
+                edges.discard((min(u, v), max(u, v)))
+                nbrs[u].discard(v)
+                nbrs[v].discard(u)
+                free[u] += 1
+                free[v] += 1
+                join(a, u)
+                join(b, v)
+                return True
+    return False
 
 
 def _random_regular(switches: int, degree: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -50,7 +82,9 @@ def _random_regular(switches: int, degree: int, rng: np.random.Generator) -> lis
             continue
         stuck = np.flatnonzero(free >= 2)
         if len(stuck) == 0:
-            return sorted(edges)
+            if not _pair_rewire(np.flatnonzero(free == 1), free, edges, nbrs, rng, join):
+                return sorted(edges)
+            continue
         x = int(stuck[rng.integers(len(stuck))])
         usable = [e for e in sorted(edges) if x not in e and e[0] not in nbrs[x] and e[1] not in nbrs[x]]
         if not usable:

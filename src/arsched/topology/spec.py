@@ -45,9 +45,20 @@ SPEC_EXAMPLES = (
 )
 
 
+def _levels(raw: str) -> list[str]:
+    """Split per-level values on '/', keeping the '/s' of units such as 'GB/s' attached."""
+    out: list[str] = []
+    for part in raw.split("/"):
+        if part == "s" and out:
+            out[-1] += "/s"
+        else:
+            out.append(part)
+    return out
+
+
 def _convert(family: str, key: str, raw: str) -> Any:
     if key == "bandwidth":
-        vals = [parse_bandwidth(v) for v in raw.split("/")]
+        vals = [parse_bandwidth(v) for v in _levels(raw)]
         return vals[0] if len(vals) == 1 else vals
     if key == "latency":
         vals = [parse_time(v) for v in raw.split("/")]
@@ -68,7 +79,7 @@ def parse_spec(spec: str) -> Topology:
     spec = spec.strip()
     family, _, rest = spec.partition(":")
     if family not in FAMILIES:
-        if Path(spec).exists():
+        if spec and Path(spec).is_file():
             return load(spec)
         raise TopologyError(
             f"{spec!r} is neither a topology family ({', '.join(FAMILIES)}) nor an existing file; "
