@@ -6,10 +6,14 @@ import os
 import tempfile
 from pathlib import Path
 
+from arsched.errors import ArschedError
+
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the whole new one, never half."""
     target = Path(path)
+    if not target.parent.is_dir():
+        raise ArschedError(f"cannot write {target}: folder {target.parent} does not exist")
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -15,6 +15,7 @@ from arsched.topology import (
     SWITCH,
     Link,
     Topology,
+    bcube,
     ring,
     star,
 )
@@ -156,3 +157,20 @@ def test_to_networkx_and_back_keeps_nodes_and_links():
         assert back.nodes == t.nodes
         assert back.servers == t.servers
         assert set(back.links) == set(t.links)
+
+
+def test_ports_of_unknown_node_is_a_topology_error():
+    with pytest.raises(TopologyError):
+        make().ports("zz")
+
+
+def test_string_bandwidth_is_refused_not_split_into_digits():
+    with pytest.raises(TopologyError):
+        bcube(2, 1, bandwidth="12")
+
+
+def test_scalar_only_families_refuse_level_lists():
+    with pytest.raises(TopologyError):
+        ring(4, bandwidth=[1.0, 2.0])
+    with pytest.raises(TopologyError):
+        star(4, bandwidth=[1.0, 2.0])

@@ -33,7 +33,19 @@ from arsched.topology import (
     torus,
 )
 
-LINGJUN_CSV = Path("/work/shared/data/lingjun2023_topo.csv")
+_REPO = Path(__file__).resolve().parents[2]
+LINGJUN_CSV = (
+    next(
+        (
+            p
+            for p in (_REPO / "shared", _REPO.parent / "shared")
+            if (p / "data" / "lingjun2023_topo.csv").is_file()
+        ),
+        _REPO.parent / "shared",
+    )
+    / "data"
+    / "lingjun2023_topo.csv"
+)
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -219,9 +231,7 @@ def test_dcell1_joins_every_pair_of_dcell0_once(n):
     t = dcell(n, 1)
     cell = {s: int(s[1:]) // n for s in t.servers}
     between = Counter(
-        frozenset((cell[lk.src], cell[lk.dst]))
-        for lk in t.links
-        if lk.src in cell and lk.dst in cell
+        frozenset((cell[lk.src], cell[lk.dst])) for lk in t.links if lk.src in cell and lk.dst in cell
     )
     assert set(between) == {frozenset(p) for p in itertools.combinations(range(n + 1), 2)}
     assert set(between.values()) == {2}  # one cable = two directed links per pair of cells
@@ -379,9 +389,7 @@ def test_leafspine(leaves, spines, per_leaf):
     assert_server_diameter(t, 4 if leaves > 1 else 2)
 
 
-@pytest.mark.parametrize(
-    ("leaves", "spines", "per_leaf"), [(0, 1, 2), (1, 0, 2), (1, 1, 1), (2, 2, 0)]
-)
+@pytest.mark.parametrize(("leaves", "spines", "per_leaf"), [(0, 1, 2), (1, 0, 2), (1, 1, 1), (2, 2, 0)])
 def test_leafspine_bad_parameters(leaves, spines, per_leaf):
     with pytest.raises(TopologyError):
         leafspine(leaves, spines, per_leaf)
@@ -421,12 +429,10 @@ def test_jellyfish_counts_and_degrees(switches, ports, net_ports, seed):
     assert nx.is_connected(cable_graph(t))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jellyfish._random_regular only repairs switches with >= 2 free ports; here four "
-    "mutually adjacent switches keep one free port each, leaving 2 cables (4 ports) unused",
+# regression: these once ended with four mutually adjacent switches holding one free port each
+@pytest.mark.parametrize(
+    ("switches", "net_ports", "seed"), [(11, 8, 17), (12, 8, 37), (18, 8, 28), (21, 8, 9)]
 )
-@pytest.mark.parametrize(("switches", "net_ports", "seed"), [(11, 8, 17), (12, 8, 37)])
 def test_jellyfish_leaves_at_most_one_port_free(switches, net_ports, seed):
     t = jellyfish(switches, net_ports + 1, net_ports, seed=seed)
     cables = sum(switch_degrees(t).values()) // 2
@@ -540,6 +546,8 @@ def test_family_with_bad_bandwidth(bad):
 # ---- host list (Alibaba Lingjun 2023) --------------------------------------------------------
 @pytest.fixture(scope="module")
 def lingjun_rows() -> list[dict[str, str]]:
+    if not LINGJUN_CSV.is_file():
+        pytest.skip(f"{LINGJUN_CSV} is not available")
     with LINGJUN_CSV.open(newline="") as f:
         return list(csv.DictReader(f))
 

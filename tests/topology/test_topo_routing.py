@@ -103,6 +103,11 @@ def test_k_shortest_paths_increasing_on_leafspine():
     assert len(paths[0]) == 5
 
 
+def test_k_shortest_paths_same_node():
+    with pytest.raises(TopologyError):
+        ring(4).router.k_shortest_paths("s0", "s0", 2)
+
+
 def test_k_shortest_paths_bad_k():
     t = ring(4)
     for k in (0, -1):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arsched.errors import TopologyError
-from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 
 def bcube(
@@ -19,9 +19,9 @@ def bcube(
     latency: float | Sequence[float] = DEFAULT_LATENCY,
 ) -> Topology:
     """BCube(n, k): servers `s{i}`, level-l switches `w{l}_{j}`; bandwidth/latency per level."""
-    if not (isinstance(n, int) and n >= 2):
+    if not (is_int(n) and n >= 2):
         raise TopologyError(f"bcube needs n >= 2 ports per switch, got n={n!r}")
-    if not (isinstance(k, int) and k >= 0):
+    if not (is_int(k) and k >= 0):
         raise TopologyError(f"bcube needs level k >= 0, got k={k!r}")
     bws = per_level(bandwidth, k + 1, "bandwidth", f"bcube({n},{k})")
     lats = per_level(latency, k + 1, "latency", f"bcube({n},{k})")

@@ -108,7 +108,12 @@ class Topology:
         seen: set[tuple[str, str]] = set()
         out: list[Link] = []
         for item in links:
-            link = item if isinstance(item, Link) else Link(*item)
+            try:
+                link = item if isinstance(item, Link) else Link(*item)
+            except TypeError:
+                raise TopologyError(
+                    f"link {item!r} in {self.name} must be (src, dst, bandwidth, latency)"
+                ) from None
             self._check_link(link, seen)
             seen.add((link.src, link.dst))
             out.append(link)
@@ -192,6 +197,7 @@ class Topology:
 
     def ports(self, node: str) -> int:
         """Number of outgoing links of a node (its ports, for a full-duplex network)."""
+        self.kind(node)  # a TopologyError for an unknown node
         c = self.compiled
         return int(c.adjacency.indptr[c.index[node] + 1] - c.adjacency.indptr[c.index[node]])
 
@@ -280,11 +286,23 @@ class Topology:
         return cls(gname, nodes, links)
 
 
+def is_int(value: object) -> bool:
+    """True for Python and numpy integers (not bools): family sizes accept both."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def per_level(value: float | Sequence[float], levels: int, what: str, family: str) -> list[float]:
     """A value per level: a scalar for all levels, or a sequence with one entry per level."""
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
         return [float(value)] * levels
-    vals = [float(v) for v in value]
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
+        raise TopologyError(f"{family}: {what} must be a number or a list of numbers, got {value!r}")
+    try:
+        vals = [float(v) for v in value]
+    except (TypeError, ValueError):
+        raise TopologyError(
+            f"{family}: {what} must be a number or a list of numbers, got {value!r}"
+        ) from None
     if len(vals) != levels:
         raise TopologyError(f"{family} has {levels} link level(s) but {len(vals)} {what} values were given")
     return vals

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arsched.errors import TopologyError
-from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 MAX_SERVERS = 2_000_000
 
@@ -33,9 +33,9 @@ def dcell(
 
     Level 0 is server-switch cables; level l >= 1 the server-server cables of that level.
     """
-    if not (isinstance(n, int) and n >= 2):
+    if not (is_int(n) and n >= 2):
         raise TopologyError(f"dcell needs n >= 2 servers per DCell_0, got n={n!r}")
-    if not (isinstance(k, int) and k >= 0):
+    if not (is_int(k) and k >= 0):
         raise TopologyError(f"dcell needs level k >= 0, got k={k!r}")
     if dcell_size(n, k) > MAX_SERVERS:
         raise TopologyError(f"dcell({n},{k}) would have {dcell_size(n, k)} servers; that is too many")

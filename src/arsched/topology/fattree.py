@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arsched.errors import TopologyError
-from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 
 def fattree(
@@ -18,7 +18,7 @@ def fattree(
     Levels: 0 host-edge, 1 edge-aggregation, 2 aggregation-core. Aggregation switch j of every
     pod connects to core switches j*k/2 ... j*k/2 + k/2 - 1.
     """
-    if not (isinstance(k, int) and k >= 2 and k % 2 == 0):
+    if not (is_int(k) and k >= 2 and k % 2 == 0):
         raise TopologyError(f"fattree needs an even number of ports k >= 2, got k={k!r}")
     bws = per_level(bandwidth, 3, "bandwidth", f"fattree({k})")
     lats = per_level(latency, 3, "latency", f"fattree({k})")

@@ -14,7 +14,7 @@ from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
 from arsched.errors import TopologyError
-from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 _RANDOM_TRIES = 64
 
@@ -114,13 +114,13 @@ def jellyfish(
     comes out disconnected is an error (try another seed or more network ports).
     """
     name = f"jellyfish({switches},{ports},{net_ports},seed={seed})"
-    if not (isinstance(switches, int) and switches >= 2):
+    if not (is_int(switches) and switches >= 2):
         raise TopologyError(f"jellyfish needs at least 2 switches, got switches={switches!r}")
-    if not (isinstance(net_ports, int) and 1 <= net_ports < switches):
+    if not (is_int(net_ports) and 1 <= net_ports < switches):
         raise TopologyError(
             f"jellyfish needs 1 <= net_ports < switches, got net_ports={net_ports!r} with {switches} switches"
         )
-    if not (isinstance(ports, int) and ports > net_ports):
+    if not (is_int(ports) and ports > net_ports):
         raise TopologyError(
             f"jellyfish needs ports > net_ports to leave room for servers, "
             f"got ports={ports!r}, net_ports={net_ports}"

@@ -137,7 +137,8 @@ class Router:
         """The k shortest simple paths by hop count (networkx's Yen-style generator)."""
         import networkx as nx
 
-        self._index(src), self._index(dst)
+        if self._index(src) == self._index(dst):
+            raise TopologyError(f"a path needs two different nodes, got {src} twice")
         if k < 1:
             raise TopologyError(f"k must be at least 1, got {k}")
         g = self.topology.to_networkx()

@@ -5,17 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arsched.errors import TopologyError
-from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 
 def star(n: int, bandwidth: float = DEFAULT_BANDWIDTH, latency: float = DEFAULT_LATENCY) -> Topology:
     """n servers `s{i}` on one non-blocking switch `w0`."""
-    if not (isinstance(n, int) and n >= 2):
+    if not (is_int(n) and n >= 2):
         raise TopologyError(f"star needs n >= 2 servers, got n={n!r}")
+    (bw,), (lat,) = per_level(bandwidth, 1, "bandwidth", "star"), per_level(latency, 1, "latency", "star")
     servers = [f"s{i}" for i in range(n)]
-    return Topology.from_cables(
-        f"star({n})", servers, ["w0"], [(s, "w0", bandwidth, latency) for s in servers]
-    )
+    return Topology.from_cables(f"star({n})", servers, ["w0"], [(s, "w0", bw, lat) for s in servers])
 
 
 def leafspine(
@@ -34,7 +33,7 @@ def leafspine(
         ("spines", spines, 1),
         ("servers_per_leaf", servers_per_leaf, 1),
     ):
-        if not (isinstance(val, int) and val >= low):
+        if not (is_int(val) and val >= low):
             raise TopologyError(f"leafspine needs {label} >= {low}, got {val!r}")
     name = f"leafspine({leaves},{spines},{servers_per_leaf})"
     if leaves * servers_per_leaf < 2:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.errors import TopologyError
-from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, per_level
+from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 
 def torus(
@@ -48,7 +48,8 @@ def torus(
 
 def ring(n: int, bandwidth: float = DEFAULT_BANDWIDTH, latency: float = DEFAULT_LATENCY) -> Topology:
     """n servers on a bidirectional ring (a 1-D torus)."""
-    if not (isinstance(n, int) and n >= 2):
+    if not (is_int(n) and n >= 2):
         raise TopologyError(f"ring needs n >= 2 servers, got n={n!r}")
-    t = torus((n,), bandwidth, latency)
+    (bw,), (lat,) = per_level(bandwidth, 1, "bandwidth", "ring"), per_level(latency, 1, "latency", "ring")
+    t = torus((n,), bw, lat)
     return Topology(f"ring({n})", [(s, t.kind(s)) for s in t.nodes], t.links)
