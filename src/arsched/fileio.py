@@ -19,6 +19,9 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     try:
         with os.fdopen(fd, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as f:
             f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the mode open() would
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

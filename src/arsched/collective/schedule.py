@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from arsched.errors import ScheduleFormatError
-from arsched.topology.core import Topology
+from arsched.topology.core import Topology, is_int
 
 OPS = ("reduce", "copy")
 REDUCE, COPY = 0, 1
@@ -238,10 +238,11 @@ class ScheduleBuilder:
         """Append one transfer; `path=None` takes the default route."""
         if op not in OPS:
             raise ScheduleFormatError(f"{where} has op {op!r}; it must be 'reduce' or 'copy'")
-        try:
-            step_i, chunk_i = int(step), int(chunk)
-        except (TypeError, ValueError):
-            raise ScheduleFormatError(f"{where} has a non-integer step or chunk") from None
+        if not (is_int(step) and is_int(chunk)):
+            raise ScheduleFormatError(f"{where} has a non-integer step or chunk ({step!r}, {chunk!r})")
+        step_i, chunk_i = int(step), int(chunk)
+        if path is not None and (isinstance(path, str) or not all(isinstance(n, str) for n in path)):
+            raise ScheduleFormatError(f"{where} has a path that is not a list of node ids")
         s, d = self._node(src, where), self._node(dst, where)
         pid = self._default_path(s, d) if path is None else self.intern_path(path)
         for col, v in zip(self._rows, (step_i, chunk_i, s, d, OPS.index(op), pid), strict=True):

@@ -104,6 +104,8 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
     path_ids: dict[tuple[str, ...], int] = {}
     rows: list[tuple[int, ...]] = []
     for i, t in enumerate(obj["transfers"]):
+        if isinstance(t, dict) and not isinstance(t.get("path"), list):
+            raise ScheduleFormatError(f"transfer {i} of {where} has a 'path' that is not a list of node ids")
         try:
             row = (
                 t["step"],

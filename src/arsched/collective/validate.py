@@ -158,13 +158,12 @@ def _apply_step(
     is_copy = s.op[rows] == COPY
     if is_copy.any():
         cdst = dst_buf[is_copy]
-        uniq, counts = np.unique(cdst, return_counts=True)
-        if (counts > 1).any():
-            # the second copy into a buffer, earliest in stored order
-            dup_rows = [
-                r for r, b in zip(rows[is_copy], cdst, strict=True) if counts[np.searchsorted(uniq, b)] > 1
-            ]
-            i = int(sorted(dup_rows)[1])
+        crow = rows[is_copy]
+        order = np.lexsort((crow, cdst))  # by buffer, then stored order
+        repeat = np.flatnonzero(cdst[order][1:] == cdst[order][:-1]) + 1
+        if len(repeat):
+            # the earliest (in stored order) copy that is not the first into its buffer
+            i = int(crow[order][repeat].min())
             return _fail(s, "double-copy", i, "a second copy into the same buffer in one step")
         clash = is_copy & np.isin(dst_buf, dst_buf[~is_copy])
         if clash.any():
@@ -215,8 +214,9 @@ def _step_rows(s: Schedule) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
 def validate(schedule: Schedule) -> ValidationReport:
     """Check a schedule symbolically; the report names the first violation or says it is valid."""
     s = schedule
-    problem = _check_header(s) or _check_rows(s)
-    if problem:
+    problem = _check_header(s)
+    problem = _check_rows(s) if problem is None else problem
+    if problem is not None:
         return problem
     n, chunks = s.num_ranks, s.num_chunks
     words = (n + 63) // 64
@@ -226,7 +226,7 @@ def validate(schedule: Schedule) -> ValidationReport:
     state[np.arange(n * chunks), owner // 64] = np.left_shift(np.uint64(1), (owner % 64).astype(np.uint64))
     for rows in step_rows:
         problem = _apply_step(s, rows, src_all[rows], dst_all[rows], state)
-        if problem:
+        if problem is not None:
             return problem
     full = np.zeros(words, dtype=np.uint64)
     full_bits = np.packbits(np.ones(n, dtype=np.uint8), bitorder="little")
@@ -261,8 +261,9 @@ def numeric_check(schedule: Schedule, seed: int = 0, width: int = 2, rtol: float
     add, copies overwrite); static problems (bad paths, ranks) are reported as by `validate`.
     """
     s = schedule
-    problem = _check_header(s) or _check_rows(s)
-    if problem:
+    problem = _check_header(s)
+    problem = _check_rows(s) if problem is None else problem
+    if problem is not None:
         return problem
     n, chunks = s.num_ranks, s.num_chunks
     rng = np.random.default_rng(seed)

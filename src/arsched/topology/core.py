@@ -210,7 +210,8 @@ class Topology:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Topology):
             return NotImplemented
-        return (self.name, self._kinds, self._links) == (other.name, other._kinds, other._links)
+        # the same network whatever the order its links were listed in
+        return (self.name, self._kinds, set(self._links)) == (other.name, other._kinds, set(other._links))
 
     def __hash__(self) -> int:
         return hash((self.name, len(self._kinds), len(self._links)))

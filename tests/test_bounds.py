@@ -1,0 +1,298 @@
+"""Lower bounds: the cut bound against closed forms, the background.md §3 table and a brute force
+over all node subsets; the latency bound against hand-computed cases; bad ranks."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arsched.bounds import (
+    BoundError,
+    allgather_bound,
+    allgather_cut,
+    allreduce_bound,
+    latency_bound,
+    lower_bound,
+)
+from arsched.errors import ArschedError
+from arsched.topology import (
+    DEFAULT_BANDWIDTH,
+    Topology,
+    bcube,
+    dcell,
+    fattree,
+    jellyfish,
+    parse_spec,
+    ring,
+    star,
+    torus,
+)
+
+
+def brute_force_cut(t: Topology, ranks=None) -> float:
+    """max over node sets S holding some but not all ranks of |S ∩ ranks| / N / egress(S)."""
+    ranks = list(t.servers if ranks is None else ranks)
+    c = t.compiled
+    n = c.num_nodes
+    assert n <= 12
+    masks = ((np.arange(1, 2**n - 1)[:, None] >> np.arange(n)) & 1).astype(bool)
+    egress = (masks[:, c.link_src] & ~masks[:, c.link_dst]) @ c.capacity
+    k = masks[:, [c.index[r] for r in ranks]].sum(axis=1)
+    ok = (k >= 1) & (k <= len(ranks) - 1)
+    assert (egress[ok] > 0).all()
+    return float((k[ok] / len(ranks) / egress[ok]).max())
+
+
+def check_cut_consistent(t: Topology, ranks=None) -> None:
+    """The reported cut really has the reported ranks inside and egress, and gives the value."""
+    ranks = list(t.servers if ranks is None else ranks)
+    cut = allgather_cut(t, ranks)
+    inside = set(cut.cut)
+    assert cut.ranks_inside == sum(r in inside for r in ranks)
+    assert 1 <= cut.ranks_inside < len(ranks)
+    egress = sum(lk.bandwidth for lk in t.links if lk.src in inside and lk.dst not in inside)
+    assert cut.egress == pytest.approx(egress, rel=1e-12)
+    assert cut.seconds_per_byte == pytest.approx(cut.ranks_inside / len(ranks) / egress, rel=1e-12)
+
+
+# ---- background.md §3 -----------------------------------------------------------------------------
+
+
+def _dcell_servers(n: int, k: int) -> int:
+    t = n
+    for _ in range(k):
+        t = t * (t + 1)
+    return t
+
+
+# (topology, number of ranks N, ports per server p, value in the table). Every family below has
+# a binding cut of all servers but one behind its p links: bound = 2 (N-1) / N / p in M/B.
+TABLE = [
+    pytest.param(lambda: bcube(4, 1), 4**2, 2, 0.938, id="BCube(4,1)"),
+    pytest.param(lambda: bcube(4, 2), 4**3, 3, 0.656, id="BCube(4,2)"),
+    pytest.param(lambda: dcell(4, 1), _dcell_servers(4, 1), 2, 0.950, id="DCell(4,1)"),
+    pytest.param(lambda: dcell(3, 2), _dcell_servers(3, 2), 3, 0.662, id="DCell(3,2)"),
+    pytest.param(lambda: torus((4, 4)), 4 * 4, 4, 0.469, id="torus-4x4"),
+    pytest.param(lambda: fattree(4), 4**3 // 4, 1, 1.875, id="fattree-4"),
+    pytest.param(lambda: fattree(8), 8**3 // 4, 1, 1.984, id="fattree-8"),
+    pytest.param(lambda: jellyfish(16, 4, 3, seed=1), 16 * (4 - 3), 1, 1.875, id="jellyfish-16-4-3"),
+]
+
+
+@pytest.mark.parametrize(("make", "n", "ports", "table"), TABLE)
+def test_bound_table(make, n, ports, table):
+    t = make()
+    assert len(t.servers) == n
+    assert {t.ports(s) for s in t.servers} == {ports}
+    closed = Fraction(2 * (n - 1), n * ports)
+    value = allreduce_bound(t, nbytes=1) * DEFAULT_BANDWIDTH
+    assert abs(value - float(closed)) < 1e-3
+    assert abs(float(closed) - table) <= 5e-4 + 1e-12  # the table rounds the closed form
+    cut = allgather_cut(t)
+    assert cut.exact
+    assert value == pytest.approx(2 * cut.seconds_per_byte * DEFAULT_BANDWIDTH, rel=1e-12)
+
+
+# ---- hand-computed cases ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_star(n):
+    b, m = 12.5e9, 1e8
+    expected = 2 * (n - 1) / n * m / b
+    assert allreduce_bound(star(n, bandwidth=b), nbytes=m) == pytest.approx(expected, rel=1e-12)
+    assert allgather_bound(star(n, bandwidth=b), nbytes=m) == pytest.approx(expected / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [3, 4, 7, 10])
+def test_ring_graph_uses_both_ports(n):
+    b, m = 3e9, 5e7
+    expected = 2 * (n - 1) / n * m / (2 * b)
+    assert allreduce_bound(ring(n, bandwidth=b), nbytes=m) == pytest.approx(expected, rel=1e-12)
+
+
+def test_bound_scales_with_size_and_bandwidth():
+    slow, fast = bcube(3, 1), bcube(3, 1, bandwidth=4 * DEFAULT_BANDWIDTH)
+    assert allreduce_bound(slow, nbytes=7e6) == pytest.approx(7e6 * allreduce_bound(slow), rel=1e-12)
+    assert allreduce_bound(fast) == pytest.approx(allreduce_bound(slow) / 4, rel=1e-12)
+    assert allreduce_bound(slow) == pytest.approx(2 * allgather_bound(slow), rel=1e-15)
+
+
+def test_binding_cut_is_a_whole_rack():
+    """Two switches with two servers each at bandwidth 10, one inter-switch cable at 1: the
+    rack behind the slow cable binds (2 ranks behind 1), not a single server (3 behind 10)."""
+    cables = [
+        ("a0", "A", 10, 0),
+        ("a1", "A", 10, 0),
+        ("b0", "B", 10, 0),
+        ("b1", "B", 10, 0),
+        ("A", "B", 1, 0),
+    ]
+    t = Topology.from_cables("two-racks", ["a0", "a1", "b0", "b1"], ["A", "B"], cables)
+    m = 8.0
+    assert allreduce_bound(t, nbytes=m) == pytest.approx(2 * (m / 4) * 2 / 1, rel=1e-12)
+    cut = allgather_cut(t)
+    assert (cut.ranks_inside, cut.egress) == (2, 1.0)
+    assert set(cut.cut) in ({"A", "a0", "a1"}, {"B", "b0", "b1"})
+    assert 2 * (m / 4) * 3 / 10 < allreduce_bound(t, nbytes=m)  # the single-server cut is weaker
+    assert allreduce_bound(t, nbytes=m) == pytest.approx(2 * m * brute_force_cut(t), rel=1e-12)
+
+
+def _hetero(bw_low: float, bw_high: float) -> Topology:
+    cables = [
+        ("a0", "A", bw_low),
+        ("a1", "A", bw_high),
+        ("b0", "B", bw_low),
+        ("b1", "B", bw_high),
+        ("A", "B", bw_low),
+        ("c0", "B", bw_high),
+        ("c0", "a0", bw_low),
+        ("a1", "b1", bw_high),
+        ("d0", "C", bw_high),
+        ("C", "A", bw_low),
+    ]
+    return Topology.from_cables(
+        "hetero", ["a0", "a1", "b0", "b1", "c0", "d0"], ["A", "B", "C"], [(*c, 1e-6) for c in cables]
+    )
+
+
+@pytest.mark.parametrize("ranks", [None, ("b1", "a0", "d0"), ("c0", "a1")])
+def test_non_integer_bandwidth_ratio_against_brute_force(ranks):
+    t = _hetero(3e9, 7.3e9)
+    assert len(t.nodes) <= 10
+    cut = allgather_cut(t, ranks)
+    assert cut.seconds_per_byte == pytest.approx(brute_force_cut(t, ranks), rel=1e-9)
+    check_cut_consistent(t, ranks)
+
+
+@pytest.mark.parametrize("ranks", [None, ("b1", "a0", "d0")])
+def test_irrational_bandwidth_ratio_is_a_true_lower_bound(ranks):
+    t = _hetero(3e9, 3e9 * math.sqrt(2) * math.pi)
+    cut = allgather_cut(t, ranks)
+    best = brute_force_cut(t, ranks)
+    assert 0 <= cut.tolerance <= 1e-3
+    assert cut.seconds_per_byte <= best * (1 + 1e-12)  # never above the optimum: a true bound
+    assert cut.seconds_per_byte >= best * (1 - cut.tolerance) * (1 - 1e-12)
+    check_cut_consistent(t, ranks)
+
+
+@st.composite
+def small_graphs(draw):
+    n = draw(st.integers(2, 9))
+    g = nx.gnp_random_graph(n, draw(st.floats(0.0, 0.7)), seed=draw(st.integers(0, 2**31)))
+    for i in range(1, n):  # a random spanning tree keeps it connected
+        g.add_edge(i, draw(st.integers(0, i - 1)))
+    assert nx.is_connected(g)
+    kinds = draw(st.lists(st.sampled_from(["server", "switch"]), min_size=n, max_size=n))
+    kinds[0] = kinds[n - 1] = "server"
+    asymmetric = draw(st.booleans())
+    d = nx.DiGraph()
+    for v in g:
+        d.add_node(v, kind=kinds[v])
+    for u, v in g.edges:
+        bw = draw(st.integers(1, 9))
+        d.add_edge(u, v, bandwidth=bw, latency=1e-6)
+        d.add_edge(v, u, bandwidth=draw(st.integers(1, 9)) if asymmetric else bw, latency=1e-6)
+    t = Topology.from_networkx(d, name="random")
+    servers = list(t.servers)
+    order = draw(st.permutations(servers))
+    ranks = None if draw(st.booleans()) else order[: draw(st.integers(2, len(servers)))]
+    return t, ranks
+
+
+@settings(max_examples=50, deadline=None)
+@given(small_graphs())
+def test_property_cut_equals_brute_force(case):
+    t, ranks = case
+    cut = allgather_cut(t, ranks)
+    assert cut.exact
+    assert cut.seconds_per_byte == pytest.approx(brute_force_cut(t, ranks), rel=1e-9)
+    check_cut_consistent(t, ranks)
+
+
+# ---- latency bound ----------------------------------------------------------------------------
+
+
+def levels(n: int, k: int) -> int:
+    """ceil(log_{k+1} n) in integers: the fewest rounds in which k ports can reach n ranks."""
+    lv, reach = 0, 1
+    while reach < n:
+        reach *= k + 1
+        lv += 1
+    return lv
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 9, 10])
+@pytest.mark.parametrize("alpha", [0.0, 3e-6, 2e-5])
+def test_latency_bound_on_a_ring(n, alpha):
+    lat = 1e-6
+    t = ring(n, latency=lat)
+    far = lat * (n // 2)
+    assert latency_bound(t, alpha=alpha) == pytest.approx(alpha + far, rel=1e-12)
+    ports = 1 if n == 2 else 2
+    expected = max(alpha + far, levels(n, ports) * (alpha + lat))
+    assert latency_bound(t, alpha=alpha, port_model=True) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 4, 5, 8, 9])
+@pytest.mark.parametrize("alpha", [0.0, 1e-6])
+def test_latency_bound_on_a_star(n, alpha):
+    lat = 2e-6
+    t = star(n, latency=lat)
+    assert latency_bound(t, alpha=alpha) == pytest.approx(alpha + 2 * lat, rel=1e-12)
+    expected = max(alpha + 2 * lat, levels(n, 1) * (alpha + 2 * lat))
+    assert latency_bound(t, alpha=alpha, port_model=True) == pytest.approx(expected, rel=1e-12)
+
+
+def test_latency_bound_takes_the_fastest_path_and_the_ranks_given():
+    t = Topology.from_cables(
+        "tri",
+        ["a", "b", "c", "d"],
+        [],
+        [("a", "b", 1e9, 10e-6), ("a", "c", 1e9, 1e-6), ("c", "b", 1e9, 1e-6)],
+    )
+    assert latency_bound(t, ranks=["a", "b", "c"]) == pytest.approx(2e-6, rel=1e-12)
+    assert latency_bound(ring(8, latency=1e-6), ranks=["s0", "s1"]) == pytest.approx(1e-6, rel=1e-12)
+    with pytest.raises(BoundError, match="cannot reach"):
+        latency_bound(t)  # d is isolated
+
+
+def test_lower_bound_is_the_larger_of_the_two():
+    t = ring(6, latency=1e-6)
+    for nbytes in (1.0, 1e9):
+        expected = max(allreduce_bound(t, nbytes=nbytes), latency_bound(t, alpha=5e-6))
+        assert lower_bound(t, nbytes=nbytes, alpha=5e-6) == expected
+    assert lower_bound(t, nbytes=1.0, alpha=5e-6) == latency_bound(t, alpha=5e-6)
+    assert lower_bound(t, nbytes=1e9) == allreduce_bound(t, nbytes=1e9)
+
+
+# ---- bad ranks ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ranks", "words"),
+    [
+        (["s0", "s1", "s0"], "duplicate"),
+        (["s0", "w0"], "'w0'"),
+        (["s0"], "two ranks"),
+        ([], "two ranks"),
+        (["s0", "nowhere"], "'nowhere'"),
+    ],
+)
+@pytest.mark.parametrize("fn", [allgather_cut, allreduce_bound, latency_bound])
+def test_bad_ranks_raise_bound_error(ranks, words, fn):
+    with pytest.raises(BoundError) as e:
+        fn(star(4), ranks)
+    assert words in str(e.value) and "\n" not in str(e.value)
+    assert isinstance(e.value, ArschedError)
+
+
+def test_spec_bandwidths_reach_the_bound():
+    t = parse_spec("fattree:k=4,bandwidth=100Gbps/100Gbps/100Gbps")
+    assert allreduce_bound(t, nbytes=1) == pytest.approx(2 * 15 / 16 / (100e9 / 8), rel=1e-12)
