@@ -149,7 +149,7 @@ def topology(
     table = Table(title=topo.name, show_header=False)
     for key, val in info.items():
         if key != "name":
-            table.add_row(key.replace("_", " "), str(val))
+            table.add_row(key.replace("_", " "), f"{val:.4g}" if isinstance(val, float) else str(val))
     lo, hi = (f"{x * 8 / 1e9:g}" for x in (bw.min(), bw.max()))
     table.add_row("link bandwidth", f"{lo} Gb/s" if lo == hi else f"{lo}–{hi} Gb/s")
     table.add_row(
