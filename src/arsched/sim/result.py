@@ -1,0 +1,91 @@
+"""Simulation results: completion time, bandwidths, per-transfer and per-link detail, and the
+gap to the lower bound (time / bound, ≥ 1 for every correct simulation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from arsched.bounds import allreduce_bound, latency_bound
+from arsched.collective.schedule import Schedule
+
+
+@dataclass
+class SimResult:
+    """What a simulator found for one schedule.
+
+    `start`/`end` are per transfer (seconds); `link_bytes` per directed link of the topology;
+    `link_busy` = bytes / capacity, the time the link would need at full rate, so that
+    `link_utilisation` = busy / time.
+    """
+
+    model: str
+    schedule: Schedule = field(repr=False)
+    time_s: float
+    start: np.ndarray = field(repr=False)
+    end: np.ndarray = field(repr=False)
+    link_bytes: np.ndarray = field(repr=False)
+    bound_s: float
+    rounds: int | None = None
+    alpha: float = 0.0
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def algbw(self) -> float:
+        """Algorithm bandwidth: bytes per rank / time."""
+        return self.schedule.nbytes / self.time_s if self.time_s > 0 else float("inf")
+
+    @property
+    def busbw(self) -> float:
+        """Bus bandwidth, 2(N-1)/N x algbw (NCCL's convention for AllReduce)."""
+        n = self.schedule.num_ranks
+        return 2 * (n - 1) / n * self.algbw
+
+    @property
+    def gap(self) -> float:
+        """time / lower bound: 1.0 is optimal."""
+        return self.time_s / self.bound_s if self.bound_s > 0 else float("inf")
+
+    @property
+    def link_busy(self) -> np.ndarray:
+        return self.link_bytes / self.schedule.topology.compiled.capacity
+
+    @property
+    def link_utilisation(self) -> np.ndarray:
+        return self.link_busy / self.time_s if self.time_s > 0 else np.zeros_like(self.link_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON types (the CLI's --json)."""
+        return {
+            "model": self.model,
+            "algorithm": self.schedule.algorithm,
+            "topology": self.schedule.topology.name,
+            "ranks": self.schedule.num_ranks,
+            "bytes": self.schedule.nbytes,
+            "time_s": self.time_s,
+            "rounds": self.rounds,
+            "algbw": self.algbw,
+            "busbw": self.busbw,
+            "bound_s": self.bound_s,
+            "gap": self.gap,
+            "transfers": len(self.schedule),
+            "alpha_s": self.alpha,
+            **self.notes,
+        }
+
+
+def schedule_bound(schedule: Schedule, alpha: float, port_model: bool = False) -> float:
+    """max(bandwidth bound, latency bound) for the schedule's ranks, size and overhead."""
+    s = schedule
+    if s.num_ranks < 2:
+        return 0.0
+    bw = allreduce_bound(s.topology, s.ranks, s.nbytes)
+    return max(bw, latency_bound(s.topology, s.ranks, alpha=alpha, port_model=port_model))
+
+
+def link_bytes(schedule: Schedule, links: np.ndarray) -> np.ndarray:
+    """Bytes carried by every directed link (each transfer moves one chunk over its path)."""
+    num = schedule.topology.compiled.num_links
+    return np.bincount(links, minlength=num).astype(np.float64) * schedule.chunk_bytes
