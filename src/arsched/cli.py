@@ -6,7 +6,6 @@ formed but wrong ends `validate` with exit code 1. Nothing below this module pri
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from pathlib import Path
@@ -58,42 +57,6 @@ def _diameter(topo: Any) -> int:
     return int(hops.max())
 
 
-def _draw(topo: Any, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import networkx as nx
-
-    g = topo.to_networkx().to_undirected()
-    pos = nx.kamada_kawai_layout(g) if len(g) <= 300 else nx.spring_layout(g, seed=0, iterations=60)
-    fig, ax = plt.subplots(figsize=(8, 8))
-    nx.draw_networkx_edges(g, pos, ax=ax, alpha=0.3, width=0.6)
-    for kind, shape, color in (("server", "o", "tab:blue"), ("switch", "s", "tab:orange")):
-        nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind]
-        nx.draw_networkx_nodes(
-            g,
-            pos,
-            nodelist=nodes,
-            node_shape=shape,
-            node_color=color,
-            node_size=max(8, 3000 // max(len(g), 1)),
-            ax=ax,
-            label=kind,
-        )
-    if len(g) <= 64:
-        nx.draw_networkx_labels(g, pos, font_size=7, ax=ax)
-    ax.set_title(f"{topo.name}: {len(topo.servers)} servers, {len(topo.switches)} switches")
-    ax.legend(loc="upper right")
-    ax.axis("off")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    from arsched.fileio import write_atomic
-
-    write_atomic(path, buf.getvalue())
-
-
 def _check_output(path: Path | None, suffixes: tuple[str, ...], what: str) -> None:
     if path is None:
         return
@@ -141,7 +104,9 @@ def topology(
     if out_file is not None:
         save(topo, out_file)
     if draw is not None:
-        _draw(topo, draw)
+        from arsched.viz.plots import draw_topology
+
+        draw_topology(topo, draw)
     if as_json:
         _emit_json(info)
         return
@@ -242,6 +207,61 @@ def validate(
         sys.stdout.write(f"INVALID {file}: {report.message}\n")
         raise typer.Exit(1)
     sys.stdout.write(f"OK {file}: {report.message} ({schedule.algorithm} on {schedule.topology.name})\n")
+
+
+@app.command()
+def simulate(
+    file: Annotated[Path, typer.Argument(help="A schedule in arsched.schedule/1 JSON.", show_default=False)],
+    model: Annotated[
+        str, typer.Option(help="flow: continuous time, max-min link sharing; rounds: the RL paper's rounds.")
+    ] = "flow",
+    alpha: Annotated[
+        str | None, typer.Option(help="Per-transfer overhead, e.g. 5us (default 5us for flow, 0 for rounds).")
+    ] = None,
+    sync: Annotated[bool, typer.Option("--sync", help="Flow model: a barrier between steps.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write link utilisation and a transfer timeline to a PNG.")
+    ] = None,
+) -> None:
+    """Simulate a schedule and print its time beside the lower bound (gap = time / bound).
+
+    The schedule is validated first: a simulator only times schedules that compute the sum.
+    """
+    from arsched.collective import load
+    from arsched.collective import validate as check
+    from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
+    from arsched.units import parse_time
+
+    if model not in ("flow", "rounds"):
+        raise ArschedError(f"--model must be flow or rounds, got {model!r}")
+    _check_output(plot, (".png",), "--plot")
+    a = parse_time(alpha) if alpha is not None else (DEFAULT_ALPHA if model == "flow" else 0.0)
+    schedule = load(file)
+    report = check(schedule)
+    if not report.ok:
+        raise ArschedError(f"{file} is not a valid AllReduce: {report.message}")
+    result = simulate_flow(schedule, a, synchronous=sync) if model == "flow" else simulate_rounds(schedule, a)
+    if plot is not None:
+        from arsched.viz.plots import plot_simulation
+
+        plot_simulation(result, plot)
+    if as_json:
+        _emit_json(result.to_dict())
+        return
+    table = Table(
+        title=f"{schedule.algorithm} on {schedule.topology.name}: {result.model} model", show_header=False
+    )
+    table.add_row("time", f"{result.time_s * 1e3:.4f} ms")
+    if result.rounds is not None:
+        table.add_row("rounds", str(result.rounds))
+    table.add_row("lower bound", f"{result.bound_s * 1e3:.4f} ms")
+    table.add_row("gap (time / bound)", f"{result.gap:.3f}×")
+    table.add_row("algbw / busbw", f"{result.algbw * 8 / 1e9:.2f} / {result.busbw * 8 / 1e9:.2f} Gb/s")
+    table.add_row("transfers", f"{len(schedule)} in {schedule.num_steps} steps, α = {a * 1e6:g} µs")
+    out.print(table)
+    if plot is not None:
+        out.print(f"wrote {plot}")
 
 
 def _usage_error(e: Exception) -> bool:

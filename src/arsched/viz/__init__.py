@@ -1,0 +1,1 @@
+"""Plots of topologies and simulations (matplotlib, written as PNG files)."""

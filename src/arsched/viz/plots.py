@@ -1,0 +1,137 @@
+"""Plots people would rather look at than read: a simulation's per-link utilisation over time
+and a per-rank timeline of its transfers; a topology drawing. Written atomically as PNG."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+
+from arsched.fileio import write_atomic
+from arsched.sim.paths import compile_paths
+from arsched.sim.result import SimResult
+from arsched.topology.core import Topology
+
+MAX_BARS = 20_000  # transfers drawn in the timeline; more are sampled evenly
+MAX_LINKS = 200  # links shown in the heat map: the busiest ones
+TIME_BINS = 200
+
+
+def _save(fig, path: str | os.PathLike) -> None:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def utilisation_grid(result: SimResult, bins: int = TIME_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """(link indices, utilisation[link, time bin]) of the busiest links, idle ones last if they
+    fit; each transfer's bytes
+    are spread evenly over its [start, end] interval, so this is a picture, not an exact trace."""
+    s = result.schedule
+    cp = compile_paths(s)
+    cap = s.topology.compiled.capacity
+    width = result.time_s / bins if result.time_s > 0 else 1.0
+    start, end = result.start[cp.owner], np.maximum(result.end[cp.owner], result.start[cp.owner] + 1e-300)
+    density = s.chunk_bytes / (end - start)  # bytes per second while the transfer is active
+    b0 = np.clip((start / width).astype(np.int64), 0, bins - 1)
+    b1 = np.clip((end / width).astype(np.int64), 0, bins - 1)
+    busiest = np.argsort(-result.link_bytes, kind="stable")[:MAX_LINKS]  # idle links included
+    row = np.full(len(cap), -1)
+    row[busiest] = np.arange(len(busiest))
+    keep = row[cp.links] >= 0
+    diff = np.zeros((len(busiest), bins + 1))
+    np.add.at(diff, (row[cp.links][keep], b0[keep]), density[keep])
+    np.add.at(diff, (row[cp.links][keep], b1[keep] + 1), -density[keep])
+    rate = np.cumsum(diff[:, :bins], axis=1)
+    return busiest, np.clip(rate / cap[busiest][:, None], 0, None)
+
+
+def plot_simulation(result: SimResult, path: str | os.PathLike) -> None:
+    """Two panels: utilisation of the busiest links over time, and a timeline of transfers by
+    source rank, with the lower bound marked."""
+    plt = _pyplot()
+    s = result.schedule
+    links, util = utilisation_grid(result)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
+    c = s.topology.compiled
+    scale = 1e3  # milliseconds
+    image = top.imshow(
+        util,
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        vmin=0,
+        vmax=1,
+        extent=(0, result.time_s * scale, len(links) - 0.5, -0.5),
+    )
+    fig.colorbar(image, ax=top, label="utilisation")
+    if len(links) <= 64:
+        top.set_yticks(
+            range(len(links)),
+            [f"{c.node_ids[c.link_src[i]]}→{c.node_ids[c.link_dst[i]]}" for i in links],
+            fontsize=6,
+        )
+    idle = int((result.link_bytes[links] == 0).sum())
+    top.set_ylabel(f"{len(links)} links, busiest first ({idle} idle)")
+    top.set_title(
+        f"{s.algorithm} on {s.topology.name}, {s.nbytes / 1e6:g} MB, {result.model} model: "
+        f"{result.time_s * scale:.3f} ms, gap {result.gap:.2f}× the bound"
+    )
+    rank_of = s.rank_of_node[s.src]
+    shown = np.linspace(0, len(s) - 1, min(len(s), MAX_BARS)).astype(np.int64) if len(s) else np.zeros(0, int)
+    bottom.hlines(
+        rank_of[shown],
+        result.start[shown] * scale,
+        result.end[shown] * scale,
+        colors=np.where(s.op[shown] == 0, "tab:blue", "tab:green"),
+        linewidth=2,
+    )
+    bottom.axvline(result.bound_s * scale, color="tab:red", linestyle="--", label="lower bound")
+    bottom.set_xlabel("time (ms)")
+    bottom.set_ylabel("source rank")
+    note = "" if len(shown) == len(s) else f" ({len(shown)} of {len(s)} transfers)"
+    bottom.set_title(f"transfers: reduce blue, copy green{note}")
+    bottom.legend(loc="upper right")
+    _save(fig, path)
+
+
+def draw_topology(topology: Topology, path: str | os.PathLike) -> None:
+    """Servers as blue circles, switches as orange squares; a force layout above 300 nodes."""
+    plt = _pyplot()
+    import networkx as nx
+
+    g = topology.to_networkx().to_undirected()
+    pos = nx.kamada_kawai_layout(g) if len(g) <= 300 else nx.spring_layout(g, seed=0, iterations=60)
+    fig, ax = plt.subplots(figsize=(8, 8))
+    nx.draw_networkx_edges(g, pos, ax=ax, alpha=0.3, width=0.6)
+    for kind, shape, color in (("server", "o", "tab:blue"), ("switch", "s", "tab:orange")):
+        nodes = [n for n, d in g.nodes(data=True) if d["kind"] == kind]
+        nx.draw_networkx_nodes(
+            g,
+            pos,
+            nodelist=nodes,
+            node_shape=shape,
+            node_color=color,
+            node_size=max(8, 3000 // max(len(g), 1)),
+            ax=ax,
+            label=kind,
+        )
+    if len(g) <= 64:
+        nx.draw_networkx_labels(g, pos, font_size=7, ax=ax)
+    ax.set_title(f"{topology.name}: {len(topology.servers)} servers, {len(topology.switches)} switches")
+    ax.legend(loc="upper right")
+    ax.axis("off")
+    _save(fig, path)
