@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_bounds.py
 	$(BIN)/python benchmarks/bench_validator.py
 	$(BIN)/python benchmarks/bench_routing.py
+	$(BIN)/python benchmarks/bench_sim.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -20,6 +20,7 @@ the optimum up to `tolerance`.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -179,9 +180,22 @@ class _CutSearch:
         return best[: self.n], tolerance
 
 
+_CACHE: weakref.WeakKeyDictionary[Topology, dict[tuple[str, ...], CutBound]] = weakref.WeakKeyDictionary()
+
+
 def allgather_cut(topology: Topology, ranks: Sequence[str] | None = None) -> CutBound:
-    """The binding cut of the AllGather bandwidth bound, with its value per byte of M."""
+    """The binding cut of the AllGather bandwidth bound, with its value per byte of M.
+
+    Cached per topology and rank tuple: simulators ask for it with every result.
+    """
     rs = _ranks(topology, ranks)
+    per_topology = _CACHE.setdefault(topology, {})
+    if rs not in per_topology:
+        per_topology[rs] = _search_cut(topology, rs)
+    return per_topology[rs]
+
+
+def _search_cut(topology: Topology, rs: tuple[str, ...]) -> CutBound:
     search = _CutSearch(topology, rs)
     inside, tol = search.run()
     c = topology.compiled
