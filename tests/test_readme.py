@@ -12,11 +12,12 @@ from arsched.collective import load, numeric_check, validate
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
 def test_readme_python_block_runs(capsys):
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"```python\n(.*?)```", text, re.S)
-    assert block, "README has a python example"
-    exec(compile(block.group(1), "README.md", "exec"), {})
+    exec(compile(blocks()[0], "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     # the bound printed is BCube(4,1)'s 2*T_AG = 2 * (M/16) * 15 / (2 * B) for M = 100 MB
     assert float(out[0]) == pytest.approx(2 * (100e6 / 16) * 15 / (2 * 12.5e9))
@@ -30,3 +31,15 @@ def test_example_ring_schedule_is_valid(tmp_path, monkeypatch):
     s = load(out)
     assert validate(s).ok and numeric_check(s).ok
     assert len(s) == 2 * (9 - 1) * 9
+
+
+def test_readme_simulation_block_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["ring_schedule.py", "ring.json"])
+    runpy.run_path(str(ROOT / "examples" / "ring_schedule.py"), run_name="__main__")
+    capsys.readouterr()
+    exec(compile(blocks()[1], "README.md", "exec"), {})
+    time_s, bound_s, gap, rounds = capsys.readouterr().out.split()
+    assert float(time_s) >= float(bound_s) and float(gap) == pytest.approx(float(time_s) / float(bound_s))
+    # the ring on BCube(4,1) has no link conflict within a step: one round per step, 2(N-1) steps
+    assert int(rounds) == 2 * (16 - 1)
