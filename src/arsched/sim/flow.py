@@ -20,7 +20,7 @@ import numpy as np
 
 from arsched.collective.schedule import Schedule
 from arsched.sim.deps import Dependencies, Readiness, derive
-from arsched.sim.maxmin import maxmin_rates
+from arsched.sim.maxmin import incidence, maxmin_rates
 from arsched.sim.paths import CompiledPaths, compile_paths
 from arsched.sim.result import SimResult, link_bytes, schedule_bound
 
@@ -74,15 +74,24 @@ def _contended(cp: CompiledPaths, start: np.ndarray, stop: np.ndarray) -> bool:
     return bool((same & (s[order][1:] < e[order][:-1] - tol)).any())
 
 
+def _links_of(flows: np.ndarray, cp: CompiledPaths) -> np.ndarray:
+    return incidence(flows, cp)[1]
+
+
 def _events(
     schedule: Schedule, deps: Dependencies, cp: CompiledPaths, alpha: float
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Exact event simulation; returns (send start, done, number of event instants)."""
+    """Exact event simulation; returns (send start, done, number of event instants).
+
+    Rates are recomputed (progressive filling over all sending flows) only at instants where a
+    flow starts or stops on a link that another sending flow uses; a flow alone on its links
+    simply sends at its path's bottleneck bandwidth.
+    """
     n = len(schedule)
     cap = schedule.topology.compiled.capacity
+    occupancy = np.zeros(len(cap), dtype=np.int64)  # sending flows per link
     ready = Readiness(deps)
     send_at = np.full(n, np.inf)  # when sending starts (ready + alpha)
-    sent_at = np.full(n, np.inf)  # when the last byte left
     done_at = np.full(n, np.inf)
     remaining = np.full(n, float(schedule.chunk_bytes))
     pending = ready.initial()
@@ -105,34 +114,37 @@ def _events(
         now = t_next
         instants += 1
         tol = _REL * max(now, 1e-300)
-        changed = False
+        shared = False
         # completions: dependents become ready and wait alpha
         fin = done_at[flying] <= now + tol
         if fin.any():
-            finished = flying[fin]
+            new = ready.complete(flying[fin])
             flying = flying[~fin]
-            new = ready.complete(finished)
             send_at[new] = now + alpha
             pending = np.concatenate([pending, new])
-        # last bytes sent: the flow leaves the links and flies for its path latency
+        # last bytes sent: the flow leaves its links and flies for its path latency
         if len(sending):
             out = remaining[sending] <= _REL * schedule.chunk_bytes
             if out.any():
                 gone = sending[out]
-                sent_at[gone] = now
+                links = _links_of(gone, cp)
+                np.subtract.at(occupancy, links, 1)
+                shared = bool(occupancy[links].any())
                 done_at[gone] = now + cp.latency[gone]
                 flying = np.concatenate([flying, gone])
-                keep = ~out
-                sending, rate = sending[keep], rate[keep]
-                changed = True
+                sending, rate = sending[~out], rate[~out]
         # starts
         if len(pending):
             go = send_at[pending] <= now + tol
             if go.any():
-                sending = np.concatenate([sending, pending[go]])
+                starting = pending[go]
                 pending = pending[~go]
-                changed = True
-        if changed and len(sending):
+                links = _links_of(starting, cp)
+                np.add.at(occupancy, links, 1)
+                shared = shared or bool((occupancy[links] > 1).any())
+                sending = np.concatenate([sending, starting])
+                rate = np.concatenate([rate, cp.bottleneck[starting]])
+        if shared:
             rate = maxmin_rates(sending, cp, cap)
     return send_at, done_at, instants
 
