@@ -264,6 +264,59 @@ def simulate(
         out.print(f"wrote {plot}")
 
 
+@app.command("algorithms")
+def list_algorithms() -> None:
+    """List the AllReduce algorithms `arsched schedule --algorithm NAME` can build."""
+    from arsched.algorithms import algorithms
+
+    table = Table(show_header=True)
+    table.add_column("name")
+    table.add_column("what it does")
+    for a in algorithms():
+        table.add_row(a.name, a.summary)
+    out.print(table)
+
+
+@app.command()
+def schedule(
+    topology_spec: Annotated[str, typer.Option("--topology", "-t", help=SPEC_HELP, show_default=False)],
+    algorithm: Annotated[
+        str,
+        typer.Option(
+            "--algorithm", "-a", help="An algorithm name (see `arsched algorithms`).", show_default=False
+        ),
+    ],
+    out_file: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the schedule (.json).", show_default=False)
+    ],
+    size: Annotated[
+        str, typer.Option("--size", "-s", help="AllReduce size per rank: 100MB, 1GiB, 4096 (bytes).")
+    ] = "100MB",
+    chunks: Annotated[
+        int | None, typer.Option(help="Number of chunks (the algorithm's default if not given).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for algorithms that make random choices.")] = 0,
+) -> None:
+    """Build an AllReduce schedule, validate it and write it as arsched.schedule/1 JSON."""
+    from arsched.algorithms import build
+    from arsched.collective import save
+    from arsched.collective import validate as check
+    from arsched.topology import parse_spec
+    from arsched.units import parse_size
+
+    _check_output(out_file, (".json",), "--out")
+    nbytes = parse_size(size)
+    topo = parse_spec(topology_spec)
+    params = {} if chunks is None else {"chunks": chunks}
+    result = build(algorithm, topo, None, nbytes, **params)
+    result.meta["seed"] = seed
+    report = check(result)
+    if not report.ok:  # a builder bug: never write a wrong schedule
+        raise RuntimeError(f"{algorithm} built an invalid schedule: {report.message}")
+    save(result, out_file)
+    out.print(f"wrote {out_file}: {report.message}")
+
+
 def _usage_error(e: Exception) -> bool:
     """True for the command-line parser's usage errors (typer's vendored or plain click)."""
     return getattr(e, "exit_code", None) == 2 and hasattr(e, "format_message")

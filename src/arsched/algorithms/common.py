@@ -1,0 +1,68 @@
+"""Helpers shared by the algorithms: rank checks, chunk counts, ring orders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from arsched.algorithms.registry import NotApplicable
+from arsched.errors import ArschedError
+from arsched.topology.core import Topology
+
+
+def check_ranks(topology: Topology, ranks: Sequence[str] | None, name: str) -> tuple[str, ...]:
+    """The rank tuple (all servers by default): unique servers of the topology, at least two."""
+    rs = tuple(topology.servers if ranks is None else ranks)
+    if len(set(rs)) != len(rs):
+        raise ArschedError(f"{name}: the ranks contain a duplicate")
+    for r in rs:
+        if r not in topology or topology.kind(r) != "server":
+            raise ArschedError(f"{name}: rank {r!r} is not a server of {topology.name}")
+    if len(rs) < 2:
+        raise NotApplicable(f"{name} needs at least two ranks")
+    return rs
+
+
+def check_size(nbytes: float, name: str) -> float:
+    if not (float(nbytes) > 0 and np.isfinite(nbytes)):
+        raise ArschedError(f"{name}: the size must be a positive number of bytes, got {nbytes!r}")
+    return float(nbytes)
+
+
+def chunk_multiple(chunks: int | None, unit: int, name: str) -> int:
+    """A chunk count that is a positive multiple of `unit` (default: `unit`)."""
+    if chunks is None:
+        return unit
+    if not (isinstance(chunks, (int, np.integer)) and chunks >= unit and chunks % unit == 0):
+        raise ArschedError(f"{name}: chunks must be a positive multiple of {unit}, got {chunks!r}")
+    return int(chunks)
+
+
+def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
+    """A ring order with few shared links and short hops: of the given order and a
+    nearest-neighbour tour from the first rank (lowest index at ties), the one whose hops load
+    their most loaded directed link least, then with the fewest hops in total."""
+    hops = topology.router.hop_matrix(ranks).astype(np.float64)
+    if (hops < 0).any():
+        raise NotApplicable(f"some ranks of {topology.name} cannot reach each other")
+    n = len(ranks)
+    c = topology.compiled
+
+    def cost(order: np.ndarray) -> tuple[int, float]:
+        nxt = np.roll(order, -1)
+        links = np.concatenate(
+            [c.path_links(topology.path(ranks[a], ranks[b])) for a, b in zip(order, nxt, strict=True)]
+        )
+        return int(np.bincount(links).max()), float(hops[order, nxt].sum())
+
+    tour = [0]
+    free = np.ones(n, dtype=bool)
+    free[0] = False
+    for _ in range(n - 1):
+        nxt = int(np.argmin(np.where(free, hops[tour[-1]], np.inf)))
+        tour.append(nxt)
+        free[nxt] = False
+    candidates = [np.arange(n), np.array(tour)]
+    best = min(candidates, key=cost)  # the given order wins ties
+    return tuple(ranks[i] for i in best)

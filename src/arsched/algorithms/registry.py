@@ -1,0 +1,69 @@
+"""The algorithm registry: name -> build(topology, ranks, nbytes, **params) -> Schedule.
+
+Other tools and scripts rely on the names (`ps`, `sharded-ps`, `ring`, `rhd`, `dbtree`, ...).
+Every builder documents its source and what it optimises; one that does not apply to a
+topology raises `NotApplicable` with one sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arsched.collective.schedule import Schedule
+from arsched.errors import ArschedError
+from arsched.topology.core import Topology
+
+Builder = Callable[..., Schedule]
+
+
+class NotApplicable(ArschedError):
+    """The algorithm cannot run on this topology or rank set (the message says why)."""
+
+
+class UnknownAlgorithm(ArschedError):
+    """No algorithm is registered under the name asked for."""
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered algorithm: its name, builder and a one-line summary."""
+
+    name: str
+    build: Builder
+    summary: str
+
+
+_REGISTRY: dict[str, Algorithm] = {}
+
+
+def register(name: str, summary: str) -> Callable[[Builder], Builder]:
+    """Decorator that registers a builder under `name`."""
+
+    def wrap(fn: Builder) -> Builder:
+        if name in _REGISTRY:
+            raise ValueError(f"algorithm {name!r} is registered twice")
+        _REGISTRY[name] = Algorithm(name, fn, summary)
+        return fn
+
+    return wrap
+
+
+def algorithms() -> list[Algorithm]:
+    """Every registered algorithm, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def get(name: str) -> Algorithm:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownAlgorithm(f"unknown algorithm {name!r}; choose one of {', '.join(_REGISTRY)}") from None
+
+
+def build(
+    name: str, topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8, **params: Any
+) -> Schedule:
+    """Build a schedule with the named algorithm."""
+    return get(name).build(topology, ranks, nbytes, **params)
