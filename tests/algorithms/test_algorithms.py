@@ -14,9 +14,10 @@ from arsched.algorithms import NotApplicable, UnknownAlgorithm, algorithms, buil
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
 from arsched.sim import simulate_flow, simulate_rounds
-from arsched.topology import parse_spec, ring, star
+from arsched.topology import bcube, parse_spec, ring, star, torus
 
 NAMES = [a.name for a in algorithms()]
+NATIVE = {"bcube-native": "bcube", "torus-native": "torus"}  # apply to one family, all servers
 SPECS = [
     "bcube:n=2,k=1",
     "bcube:n=3,k=1",
@@ -33,7 +34,9 @@ SPECS = [
 
 
 def test_registry_has_the_documented_names():
-    assert {"ps", "sharded-ps", "ring", "rhd", "dbtree"} <= set(NAMES)
+    assert {"ps", "sharded-ps", "ring", "multi-ring", "rhd", "dbtree", "bcube-native", "torus-native"} <= set(
+        NAMES
+    )
     for a in algorithms():
         assert a.summary and a.build.__doc__
 
@@ -55,6 +58,10 @@ def test_every_algorithm_on_every_family_is_valid(name, spec, data, nbytes):
     topo = parse_spec(spec)
     n = data.draw(st.integers(min_value=2, max_value=len(topo.servers)), label="ranks")
     ranks = list(data.draw(st.permutations(topo.servers), label="order"))[:n]
+    if name in NATIVE and not (spec.startswith(NATIVE[name]) and tuple(ranks) == topo.servers):
+        with pytest.raises(NotApplicable):
+            build(name, topo, ranks, nbytes)
+        return
     s = build(name, topo, ranks, nbytes)
     report = validate(s)
     assert report.ok, report.message
@@ -64,7 +71,7 @@ def test_every_algorithm_on_every_family_is_valid(name, spec, data, nbytes):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_deterministic(name):
-    topo = parse_spec("bcube:n=3,k=1")
+    topo = parse_spec("torus:dims=3x3" if name == "torus-native" else "bcube:n=3,k=1")
     a, b = build(name, topo, None, 1e6), build(name, topo, None, 1e6)
     for col in ("step", "chunk", "src", "dst", "op", "path_id"):
         assert np.array_equal(getattr(a, col), getattr(b, col))
@@ -142,3 +149,39 @@ def test_chunks_must_divide():
         build("ring", star(4), None, 1e6, chunks=6)
     s = build("ring", star(4), None, 1e6, chunks=8)
     assert s.num_chunks == 8 and validate(s).ok
+
+
+@pytest.mark.parametrize(
+    ("name", "topo"),
+    [
+        ("bcube-native", lambda: bcube(4, 1, latency=0.0)),
+        ("bcube-native", lambda: bcube(3, 2, latency=0.0)),
+        ("bcube-native", lambda: bcube(2, 0, latency=0.0)),
+        ("torus-native", lambda: torus((4, 4), latency=0.0)),
+        ("torus-native", lambda: torus((3, 3, 3), latency=0.0)),
+        ("torus-native", lambda: torus((5,), latency=0.0)),
+    ],
+)
+@pytest.mark.parametrize("synchronous", [False, True])
+def test_native_schemes_attain_the_bandwidth_bound(name, topo, synchronous):
+    """With no latency and no overhead every port carries its share in every phase."""
+    s = build(name, topo(), None, 1e8)
+    assert validate(s).ok and numeric_check(s).ok
+    r = simulate_flow(s, alpha=0.0, synchronous=synchronous)
+    assert r.time_s == pytest.approx(r.bound_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["bcube-native", "torus-native"])
+def test_native_schemes_refuse_other_topologies_and_subsets(name):
+    with pytest.raises(NotApplicable, match="applies only"):
+        build(name, parse_spec("fattree:k=4"), None, 1e6)
+    own = parse_spec("bcube:n=3,k=1" if name == "bcube-native" else "torus:dims=3x3")
+    with pytest.raises(NotApplicable, match="all servers"):
+        build(name, own, own.servers[:4], 1e6)
+
+
+@pytest.mark.parametrize("spec", ["torus:dims=4x4", "ring:n=8", "dcell:n=3,k=1"])
+def test_multi_ring_is_no_slower_than_one_ring(spec):
+    topo = parse_spec(spec)
+    multi = simulate_flow(build("multi-ring", topo, None, 64e6)).time_s
+    assert multi <= simulate_flow(build("ring", topo, None, 64e6)).time_s * (1 + 1e-9)
