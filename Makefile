@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_validator.py
 	$(BIN)/python benchmarks/bench_routing.py
 	$(BIN)/python benchmarks/bench_sim.py
+	$(BIN)/python benchmarks/bench_algorithms.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -317,6 +317,86 @@ def schedule(
     out.print(f"wrote {out_file}: {report.message}")
 
 
+@app.command()
+def compare(
+    topology_spec: Annotated[str, typer.Option("--topology", "-t", help=SPEC_HELP, show_default=False)],
+    algorithms: Annotated[str | None, typer.Option(help="Comma-separated names (default: all).")] = None,
+    size: Annotated[
+        str, typer.Option("--size", "-s", help="Comma-separated sizes, e.g. 1MB,256MB.")
+    ] = "1MB,256MB",
+    model: Annotated[str, typer.Option(help="flow or rounds.")] = "flow",
+    alpha: Annotated[
+        str | None, typer.Option(help="Per-transfer overhead (default 5us flow, 0 rounds).")
+    ] = None,
+    csv_file: Annotated[Path | None, typer.Option("--csv", help="Also write the rows to a CSV file.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Bar chart of the gaps to a PNG.")] = None,
+) -> None:
+    """Compare algorithms on one topology: time, rounds, bandwidths, bound, gap, synthesis time.
+
+    Every schedule is validated before it is simulated; algorithms that do not apply to the
+    topology are listed with the reason.
+    """
+    from arsched.compare import compare as run_compare
+    from arsched.topology import parse_spec
+    from arsched.units import parse_size, parse_time
+
+    if model not in ("flow", "rounds"):
+        raise ArschedError(f"--model must be flow or rounds, got {model!r}")
+    _check_output(csv_file, (".csv",), "--csv")
+    _check_output(plot, (".png",), "--plot")
+    sizes = [parse_size(x) for x in size.split(",") if x.strip()]
+    if not sizes or min(sizes) <= 0:
+        raise ArschedError(f"--size needs positive sizes, got {size!r}")
+    names = [x.strip() for x in algorithms.split(",") if x.strip()] if algorithms else None
+    if names:
+        from arsched.algorithms import get
+
+        for name in names:
+            get(name)
+    topo = parse_spec(topology_spec)
+    rows = run_compare(topo, sizes, names, model, parse_time(alpha) if alpha is not None else None)
+    table = Table(title=f"{topo.name}, {model} model")
+    cols = ["algorithm", "MB", "time ms", "bound ms", "gap", "busbw Gb/s", "synth ms"]
+    cols += ["rounds"] if model == "rounds" else []
+    for col in cols:
+        table.add_column(col, justify="left" if col == "algorithm" else "right")
+    skipped = {}
+    for r in rows:
+        if r.note:
+            skipped[r.algorithm] = r.note
+            continue
+        cells = [
+            r.algorithm,
+            f"{r.bytes / 1e6:g}",
+            f"{r.time_s * 1e3:.4g}",
+            f"{r.bound_s * 1e3:.4g}",
+            f"{r.gap:.3f}",
+            f"{r.busbw * 8 / 1e9:.1f}",
+            f"{r.synthesis_s * 1e3:.1f}",
+        ]
+        table.add_row(*cells, *([str(r.rounds)] if model == "rounds" else []))
+    out.print(table)
+    for name, why in skipped.items():
+        out.print(f"[dim]{name}: {why}[/dim]")
+    if csv_file is not None:
+        import csv
+        import io as _io
+
+        from arsched.fileio import write_atomic
+
+        buf = _io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0].as_dict()))
+        writer.writeheader()
+        writer.writerows(r.as_dict() for r in rows)
+        write_atomic(csv_file, buf.getvalue())
+        out.print(f"wrote {csv_file}")
+    if plot is not None:
+        from arsched.viz.plots import plot_gaps
+
+        plot_gaps(rows, f"{topo.name}, {model} model", plot)
+        out.print(f"wrote {plot}")
+
+
 def _usage_error(e: Exception) -> bool:
     """True for the command-line parser's usage errors (typer's vendored or plain click)."""
     return getattr(e, "exit_code", None) == 2 and hasattr(e, "format_message")

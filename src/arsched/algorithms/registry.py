@@ -50,9 +50,25 @@ def register(name: str, summary: str) -> Callable[[Builder], Builder]:
     return wrap
 
 
+ORDER = (
+    "ps",
+    "sharded-ps",
+    "ring",
+    "multi-ring",
+    "dbtree",
+    "rhd",
+    "bcube-native",
+    "torus-native",
+    "tree-packing",
+    "greedy-trees",
+    "hrl",
+)
+
+
 def algorithms() -> list[Algorithm]:
-    """Every registered algorithm, in registration order."""
-    return list(_REGISTRY.values())
+    """Every registered algorithm: baselines first, then the topology-aware ones."""
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return sorted(_REGISTRY.values(), key=lambda a: (rank.get(a.name, len(ORDER)), a.name))
 
 
 def get(name: str) -> Algorithm:

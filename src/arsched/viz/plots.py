@@ -135,3 +135,23 @@ def draw_topology(topology: Topology, path: str | os.PathLike) -> None:
     ax.legend(loc="upper right")
     ax.axis("off")
     _save(fig, path)
+
+
+def plot_gaps(rows, title: str, path: str | os.PathLike) -> None:
+    """Grouped bars: gap to the bound of every algorithm (groups) at every size (bars)."""
+    plt = _pyplot()
+    names = list(dict.fromkeys(r.algorithm for r in rows))
+    sizes = list(dict.fromkeys(r.bytes for r in rows))
+    gap = {(r.algorithm, r.bytes): r.gap for r in rows}
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names)), 4))
+    width = 0.8 / len(sizes)
+    for k, size in enumerate(sizes):
+        xs = np.arange(len(names)) + k * width
+        ax.bar(xs, [gap[(n, size)] for n in names], width, label=f"{size / 1e6:g} MB")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(names)) + width * (len(sizes) - 1) / 2, names, rotation=30, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("gap = time / lower bound (1 is optimal)")
+    ax.set_title(title)
+    ax.legend()
+    _save(fig, path)

@@ -1,0 +1,80 @@
+"""The algorithm comparison table: every algorithm on the issue's topologies, flow model
+(α = 5 µs), 1 MB and 256 MB, with the gap to the lower bound and the synthesis time.
+
+Run: python benchmarks/bench_algorithms.py [--quick]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from arsched.compare import compare
+from arsched.topology import parse_spec
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _table import markdown, publish
+
+TOPOLOGIES = [
+    "bcube:n=2,k=1",
+    "bcube:n=3,k=1",
+    "bcube:n=4,k=1",
+    "dcell:n=2,k=1",
+    "dcell:n=3,k=1",
+    "dcell:n=4,k=1",
+    "jellyfish:switches=8,ports=4,net_ports=3,seed=1",
+    "jellyfish:switches=16,ports=4,net_ports=3,seed=1",
+    "jellyfish:switches=16,ports=5,net_ports=3,seed=2",
+    "torus:dims=4x4",
+    "fattree:k=4",
+]
+
+
+def main(quick: bool = False) -> None:
+    rows = []
+    for spec in TOPOLOGIES[:3] if quick else TOPOLOGIES:
+        topo = parse_spec(spec)
+        results = compare(topo, [1e6, 256e6])
+        by_alg: dict[str, dict[float, object]] = {}
+        for r in results:
+            by_alg.setdefault(r.algorithm, {})[r.bytes] = r
+        for name, per_size in by_alg.items():
+            small, large = per_size[1e6], per_size[256e6]
+            if small.note:
+                continue
+            rows.append(
+                [
+                    topo.name,
+                    len(topo.servers),
+                    name,
+                    f"{small.gap:.2f}",
+                    f"{large.gap:.3f}",
+                    f"{large.time_s * 1e3:.3f}",
+                    f"{large.bound_s * 1e3:.3f}",
+                    f"{max(small.synthesis_s, large.synthesis_s) * 1e3:.1f}",
+                ]
+            )
+    publish(
+        "Algorithm comparison",
+        "Flow model with α = 5 µs and 100 Gb/s, 1 µs links. Gap = simulated time / lower bound (1 is "
+        "optimal) at 1 MB and 256 MB, the 256 MB time and bound in ms, and the synthesis time (the "
+        "larger of the two sizes; includes the ps root search and the multi-ring candidate "
+        "simulations). Topology-native schemes appear only on their family. Produced by "
+        "`benchmarks/bench_algorithms.py`.",
+        markdown(
+            [
+                "topology",
+                "ranks",
+                "algorithm",
+                "gap 1 MB",
+                "gap 256 MB",
+                "time 256 MB (ms)",
+                "bound (ms)",
+                "synthesis (ms)",
+            ],
+            rows,
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

@@ -1,0 +1,75 @@
+"""Compare algorithms on one topology: synthesis time, simulated time and the gap to the bound."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from arsched.algorithms import NotApplicable, algorithms, build
+from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
+from arsched.topology.core import Topology
+
+
+@dataclass(frozen=True)
+class Row:
+    """One algorithm at one size; `note` says why an algorithm did not apply (time is then nan)."""
+
+    algorithm: str
+    bytes: float
+    time_s: float
+    rounds: int | None
+    algbw: float
+    busbw: float
+    bound_s: float
+    gap: float
+    synthesis_s: float
+    transfers: int
+    note: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def compare(
+    topology: Topology,
+    sizes: Sequence[float],
+    names: Sequence[str] | None = None,
+    model: str = "flow",
+    alpha: float | None = None,
+) -> list[Row]:
+    """Build, validate and simulate every algorithm at every size (rows in that order)."""
+    from arsched.collective import validate
+
+    names = list(names) if names else [a.name for a in algorithms()]
+    a = (DEFAULT_ALPHA if model == "flow" else 0.0) if alpha is None else alpha
+    nan = float("nan")
+    rows = []
+    for name in names:
+        for size in sizes:
+            t0 = time.perf_counter()
+            try:
+                schedule = build(name, topology, None, size)
+            except NotApplicable as e:
+                rows.append(Row(name, size, nan, None, nan, nan, nan, nan, nan, 0, str(e)))
+                continue
+            synthesis = time.perf_counter() - t0
+            report = validate(schedule)
+            if not report.ok:
+                raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
+            r = simulate_flow(schedule, a) if model == "flow" else simulate_rounds(schedule, a)
+            rows.append(
+                Row(
+                    name,
+                    size,
+                    r.time_s,
+                    r.rounds,
+                    r.algbw,
+                    r.busbw,
+                    r.bound_s,
+                    r.gap,
+                    synthesis,
+                    len(schedule),
+                )
+            )
+    return rows
