@@ -24,7 +24,8 @@ _SIZE_UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
-_TIME_UNITS = {"": 1, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+# divisors, so that 5us is exactly the float 5e-6 (5 * 1e-6 is not)
+_TIME_UNITS = {"": 1, "s": 1, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}
 
 
 def _split(text: str | float | int, what: str) -> tuple[float, str]:
@@ -77,4 +78,4 @@ def parse_time(text: str | float | int) -> float:
     factor = _TIME_UNITS.get(unit.lower() if unit != "µs" else unit)
     if factor is None:
         raise UnitError(f"unknown time unit {unit!r} in {text!r}: use s, ms, us or ns")
-    return num * factor
+    return num / factor

@@ -22,7 +22,7 @@ from arsched.collective.schedule import Schedule
 from arsched.sim.deps import Dependencies, Readiness, derive
 from arsched.sim.maxmin import incidence, maxmin_rates
 from arsched.sim.paths import CompiledPaths, compile_paths
-from arsched.sim.result import SimResult, link_bytes, schedule_bound
+from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
 
 DEFAULT_ALPHA = 5e-6
 _REL = 1e-9  # relative time tolerance for simultaneous events and touching intervals
@@ -156,6 +156,7 @@ def simulate_flow(schedule: Schedule, alpha: float = DEFAULT_ALPHA, synchronous:
     (`method`: 'sweep' when no link was ever shared at once, else 'events').
     """
     s = schedule
+    alpha = check_alpha(alpha)
     cp = compile_paths(s)
     deps = derive(s, synchronous=synchronous)
     bound = schedule_bound(s, alpha)

@@ -10,6 +10,7 @@ import numpy as np
 
 from arsched.bounds import allreduce_bound, latency_bound
 from arsched.collective.schedule import Schedule
+from arsched.errors import ArschedError
 
 
 @dataclass
@@ -74,6 +75,17 @@ class SimResult:
             "alpha_s": self.alpha,
             **self.notes,
         }
+
+
+def check_alpha(alpha: float) -> float:
+    """The per-transfer overhead as a float; an ArschedError unless it is finite and >= 0."""
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError):
+        a = float("nan")
+    if not (np.isfinite(a) and a >= 0):
+        raise ArschedError(f"alpha must be a non-negative number of seconds, got {alpha!r}")
+    return a
 
 
 def schedule_bound(schedule: Schedule, alpha: float, port_model: bool = False) -> float:

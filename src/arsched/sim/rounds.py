@@ -20,7 +20,7 @@ from arsched.collective.schedule import Schedule
 from arsched.errors import ArschedError
 from arsched.sim.deps import Readiness, derive
 from arsched.sim.paths import CompiledPaths, compile_paths
-from arsched.sim.result import SimResult, link_bytes, schedule_bound
+from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
 
 
 def _first_fit(rows: np.ndarray, cp: CompiledPaths) -> np.ndarray:
@@ -62,6 +62,7 @@ def assign_rounds(schedule: Schedule, cp: CompiledPaths) -> tuple[np.ndarray, np
 def simulate_rounds(schedule: Schedule, alpha: float = 0.0) -> SimResult:
     """Time a schedule in the round model; the result carries the total number of rounds."""
     s = schedule
+    alpha = check_alpha(alpha)
     cp = compile_paths(s)
     step, rnd = assign_rounds(s, cp)
     chunk = s.chunk_bytes
@@ -96,7 +97,7 @@ class RoundEngine:
 
     def __init__(self, schedule: Schedule, alpha: float = 0.0) -> None:
         self.schedule = schedule
-        self.alpha = alpha
+        self.alpha = check_alpha(alpha)
         self.paths = compile_paths(schedule)
         self._ready = Readiness(derive(schedule))
         self._available = np.zeros(len(schedule), dtype=bool)
@@ -134,6 +135,8 @@ class RoundEngine:
         ids = np.unique(np.asarray(ids, dtype=np.int64))
         if not len(ids):
             raise ArschedError("a round needs at least one transfer")
+        if ids[0] < 0 or ids[-1] >= len(self.done):
+            raise ArschedError(f"transfer ids must lie in 0..{len(self.done) - 1}")
         if not self._available[ids].all():
             bad = int(ids[~self._available[ids]][0])
             raise ArschedError(f"transfer {bad} is not available: its dependencies are not done or it ran")

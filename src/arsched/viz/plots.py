@@ -37,26 +37,33 @@ def _pyplot():
 
 
 def utilisation_grid(result: SimResult, bins: int = TIME_BINS) -> tuple[np.ndarray, np.ndarray]:
-    """(link indices, utilisation[link, time bin]) of the busiest links, idle ones last if they
-    fit; each transfer's bytes
-    are spread evenly over its [start, end] interval, so this is a picture, not an exact trace."""
+    """(link indices, utilisation[link, time bin]) of the busiest links (idle ones last if they
+    fit). Each transfer's bytes are spread evenly over its [start, end] interval, so this is a
+    picture, not a trace; the bytes per bin are exact for that picture: with F(t) the bytes sent
+    up to t, F(edge) = edge·Σ Δrate − Σ Δrate·t over the rate changes before the edge."""
     s = result.schedule
     cp = compile_paths(s)
     cap = s.topology.compiled.capacity
     width = result.time_s / bins if result.time_s > 0 else 1.0
-    start, end = result.start[cp.owner], np.maximum(result.end[cp.owner], result.start[cp.owner] + 1e-300)
+    start = result.start[cp.owner]
+    end = np.maximum(result.end[cp.owner], start + 1e-300)
     density = s.chunk_bytes / (end - start)  # bytes per second while the transfer is active
-    b0 = np.clip((start / width).astype(np.int64), 0, bins - 1)
-    b1 = np.clip((end / width).astype(np.int64), 0, bins - 1)
-    busiest = np.argsort(-result.link_bytes, kind="stable")[:MAX_LINKS]  # idle links included
+    busiest = np.argsort(-result.link_bytes, kind="stable")[:MAX_LINKS]
     row = np.full(len(cap), -1)
     row[busiest] = np.arange(len(busiest))
     keep = row[cp.links] >= 0
-    diff = np.zeros((len(busiest), bins + 1))
-    np.add.at(diff, (row[cp.links][keep], b0[keep]), density[keep])
-    np.add.at(diff, (row[cp.links][keep], b1[keep] + 1), -density[keep])
-    rate = np.cumsum(diff[:, :bins], axis=1)
-    return busiest, np.clip(rate / cap[busiest][:, None], 0, None)
+    rows = np.concatenate([row[cp.links][keep]] * 2)
+    times = np.concatenate([start[keep], end[keep]])
+    change = np.concatenate([density[keep], -density[keep]])
+    where = np.clip((times / width).astype(np.int64), 0, bins - 1)
+    slope = np.zeros((len(busiest), bins))
+    moment = np.zeros((len(busiest), bins))
+    np.add.at(slope, (rows, where), change)
+    np.add.at(moment, (rows, where), change * times)
+    edges = np.arange(1, bins + 1) * width
+    sent = edges * np.cumsum(slope, axis=1) - np.cumsum(moment, axis=1)  # F at the right edge of each bin
+    per_bin = np.diff(np.concatenate([np.zeros((len(busiest), 1)), sent], axis=1), axis=1)
+    return busiest, np.clip(per_bin / (cap[busiest][:, None] * width), 0, None)
 
 
 def plot_simulation(result: SimResult, path: str | os.PathLike) -> None:
