@@ -1,0 +1,219 @@
+"""Flow trees: the workload representation of the hierarchical-RL paper (arXiv 2503.21013).
+
+Chunk c is reduced up a tree over the ranks rooted at some rank (a node forwards its partial
+sum to its parent once all its children's flows arrived: the paper's *merge*) and the result
+is copied back down the same tree. A *flow* is one chunk moving along one tree edge, on the
+routed path between the two ranks. Scheduling proceeds in rounds: a directed link carries at
+most one flow per round. `FlowTreeEngine` holds the state (which flows are available, which
+conflict, which ran) and turns the rounds it executes into a `Schedule` (one step per round);
+the greedy scheduler and the RL environments both drive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.errors import ArschedError
+from arsched.topology.core import Topology
+
+REDUCE, BROADCAST = 0, 1
+
+
+@dataclass(frozen=True)
+class FlowTree:
+    """One chunk's tree: `parent[i]` is the parent rank index of rank i (−1 at the root)."""
+
+    chunk: int
+    root: int
+    parent: np.ndarray
+
+    def children(self) -> list[list[int]]:
+        kids: list[list[int]] = [[] for _ in self.parent]
+        for v, p in enumerate(self.parent.tolist()):
+            if p >= 0:
+                kids[p].append(v)
+        return kids
+
+
+LOAD_AWARE_LIMIT = 128  # above this many ranks, ties are broken by index only
+
+
+def build_trees(
+    topology: Topology, ranks: Sequence[str], num_chunks: int, fanout: int | None = None
+) -> list[FlowTree]:
+    """One tree per chunk, rooted at rank c mod N. Ranks join the tree nearest first (fewest
+    hops to a tree member with room for one more child); among the nearest choices, the edge
+    whose paths (up and down) cross the least-loaded links so far wins, so that the trees of
+    different roots spread over the network (up to `LOAD_AWARE_LIMIT` ranks; lowest index
+    otherwise). A member takes at most `fanout` children (default: its ports, at least 2)."""
+    n = len(ranks)
+    hops = topology.router.hop_matrix(ranks).astype(np.float64)
+    if (hops < 0).any():
+        raise ArschedError(f"some ranks of {topology.name} cannot reach each other")
+    ports = np.array([topology.ports(r) for r in ranks])
+    cap = np.maximum(ports, 2) if fanout is None else np.full(n, fanout)
+    c = topology.compiled
+    load = np.zeros(c.num_links)
+    links: dict[tuple[int, int], np.ndarray] = {}
+
+    def path_links(a: int, b: int) -> np.ndarray:
+        if (a, b) not in links:
+            links[(a, b)] = c.path_links(topology.path(ranks[a], ranks[b]))
+        return links[(a, b)]
+
+    shapes: dict[int, np.ndarray] = {}
+    trees = []
+    for chunk in range(num_chunks):
+        root = chunk % n
+        if root not in shapes:
+            parent = np.full(n, -1)
+            inside = np.zeros(n, dtype=bool)
+            inside[root] = True
+            room = cap.astype(np.int64).copy()
+            for _ in range(n - 1):
+                d = np.where((inside & (room > 0))[None, :] & ~inside[:, None], hops, np.inf)
+                vs, us = np.nonzero(d == d.min())
+                if n <= LOAD_AWARE_LIMIT and len(vs) > 1:
+                    score = [
+                        load[path_links(v, u)].sum() + load[path_links(u, v)].sum()
+                        for v, u in zip(vs, us, strict=True)
+                    ]
+                    pick = int(np.argmin(score))
+                else:
+                    pick = 0
+                v, u = int(vs[pick]), int(us[pick])
+                parent[v] = u
+                inside[v] = True
+                room[u] -= 1
+                if n <= LOAD_AWARE_LIMIT:
+                    load[path_links(v, u)] += 1
+                    load[path_links(u, v)] += 1
+            shapes[root] = parent
+        trees.append(FlowTree(chunk, root, shapes[root]))
+    return trees
+
+
+class FlowTreeEngine:
+    """Round-by-round state of a set of flow trees (one per chunk) over a topology.
+
+    Flow f has `flow_chunk[f]`, `flow_kind[f]` (REDUCE up or BROADCAST down), `flow_src[f]`,
+    `flow_dst[f]` (rank indices) and `flow_tree[f]`; its links are `links_of(f)`.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        ranks: Sequence[str],
+        nbytes: float,
+        trees: Sequence[FlowTree],
+        algorithm: str = "flow-trees",
+    ) -> None:
+        self.topology = topology
+        self.ranks = tuple(ranks)
+        self.nbytes = float(nbytes)
+        self.trees = list(trees)
+        self.algorithm = algorithm
+        n = len(self.ranks)
+        c = topology.compiled
+        chunk, kind, src, dst, tree = [], [], [], [], []
+        for t, tr in enumerate(self.trees):
+            for v in np.flatnonzero(tr.parent >= 0).tolist():
+                p = int(tr.parent[v])
+                chunk += [tr.chunk, tr.chunk]
+                kind += [REDUCE, BROADCAST]
+                src += [v, p]
+                dst += [p, v]
+                tree += [t, t]
+        self.flow_chunk = np.array(chunk, dtype=np.int64)
+        self.flow_kind = np.array(kind, dtype=np.int64)
+        self.flow_src = np.array(src, dtype=np.int64)
+        self.flow_dst = np.array(dst, dtype=np.int64)
+        self.flow_tree = np.array(tree, dtype=np.int64)
+        self.paths = [topology.path(self.ranks[a], self.ranks[b]) for a, b in zip(src, dst, strict=True)]
+        self._links = [c.path_links(p) for p in self.paths]
+        f = len(chunk)
+        # waiting counts: a reduce from v waits for v's children's reduces; a broadcast to v
+        # waits for the broadcast into its source (or, at the root, for all reduces into it)
+        self._pending_children = np.zeros((len(self.trees), n), dtype=np.int64)
+        for t, tr in enumerate(self.trees):
+            np.add.at(self._pending_children[t], tr.parent[tr.parent >= 0], 1)
+        self._reduce_of = {
+            (int(self.flow_tree[i]), int(self.flow_src[i])): i for i in range(f) if kind[i] == REDUCE
+        }
+        self._bcast_from: dict[tuple[int, int], list[int]] = {}
+        for i in range(f):
+            if kind[i] == BROADCAST:
+                self._bcast_from.setdefault((int(self.flow_tree[i]), int(self.flow_src[i])), []).append(i)
+        self.done = np.zeros(f, dtype=bool)
+        self.available = np.zeros(f, dtype=bool)
+        self.rounds: list[np.ndarray] = []
+        for t, tr in enumerate(self.trees):
+            for v in range(n):
+                if tr.parent[v] >= 0 and self._pending_children[t, v] == 0:
+                    self.available[self._reduce_of[(t, v)]] = True
+            if self._pending_children[t, tr.root] == 0:  # a one-rank tree: nothing to reduce
+                self.available[self._bcast_from.get((t, tr.root), [])] = True
+
+    @property
+    def num_flows(self) -> int:
+        return len(self.flow_chunk)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.done.all())
+
+    def links_of(self, f: int) -> np.ndarray:
+        return self._links[f]
+
+    def conflict_free(self, flows: Sequence[int]) -> bool:
+        """True if no two of the flows share a directed link."""
+        links = np.concatenate([self._links[f] for f in flows]) if len(flows) else np.zeros(0, int)
+        return len(np.unique(links)) == len(links)
+
+    def execute(self, flows: Sequence[int]) -> None:
+        """Run available, pairwise conflict-free flows as one round (merges happen after it)."""
+        flows = sorted({int(f) for f in flows})
+        if not flows:
+            raise ArschedError("a round needs at least one flow")
+        if not all(0 <= f < self.num_flows and self.available[f] for f in flows):
+            raise ArschedError("a flow of the round is not available")
+        if not self.conflict_free(flows):
+            raise ArschedError("two flows of the round share a directed link")
+        self.available[flows] = False
+        self.done[flows] = True
+        self.rounds.append(np.array(flows, dtype=np.int64))
+        for f in flows:
+            t, b = int(self.flow_tree[f]), int(self.flow_dst[f])
+            if self.flow_kind[f] == REDUCE:
+                self._pending_children[t, b] -= 1
+                if self._pending_children[t, b] == 0:
+                    tr = self.trees[t]
+                    if b == tr.root:
+                        self.available[self._bcast_from.get((t, b), [])] = True
+                    else:
+                        self.available[self._reduce_of[(t, b)]] = True
+            else:
+                self.available[self._bcast_from.get((t, b), [])] = True
+
+    def schedule(self, meta: dict | None = None) -> Schedule:
+        """The executed rounds as a Schedule, round k being step k."""
+        if not self.finished:
+            raise ArschedError("the flow trees are not finished: some flows never ran")
+        chunks = len(self.trees)
+        b = ScheduleBuilder(self.topology, self.ranks, self.nbytes, chunks, self.algorithm, meta)
+        for step, flows in enumerate(self.rounds):
+            for f in flows.tolist():
+                op = "reduce" if self.flow_kind[f] == REDUCE else "copy"
+                b.add(
+                    step,
+                    int(self.flow_chunk[f]),
+                    self.ranks[self.flow_src[f]],
+                    self.ranks[self.flow_dst[f]],
+                    op,
+                    self.paths[f],
+                )
+        return b.build()
