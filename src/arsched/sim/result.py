@@ -58,7 +58,11 @@ class SimResult:
         return self.link_busy / self.time_s if self.time_s > 0 else np.zeros_like(self.link_bytes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The summary as plain JSON types (the CLI's --json)."""
+        """The summary as plain JSON types (the CLI's --json); undefined ratios are None."""
+
+        def finite(x: float) -> float | None:
+            return float(x) if np.isfinite(x) else None
+
         return {
             "model": self.model,
             "algorithm": self.schedule.algorithm,
@@ -67,10 +71,10 @@ class SimResult:
             "bytes": self.schedule.nbytes,
             "time_s": self.time_s,
             "rounds": self.rounds,
-            "algbw": self.algbw,
-            "busbw": self.busbw,
+            "algbw": finite(self.algbw),
+            "busbw": finite(self.busbw),
             "bound_s": self.bound_s,
-            "gap": self.gap,
+            "gap": finite(self.gap),
             "transfers": len(self.schedule),
             "alpha_s": self.alpha,
             **self.notes,

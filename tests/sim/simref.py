@@ -1,0 +1,163 @@
+"""Independent reference computations for the simulator tests, written from design §3.3/§3.5
+without arsched.sim: the dependency sets of asynchronous execution, max-min fair rates by the
+classic bottleneck-link algorithm, first-fit rounds, and a plain event-driven flow simulator.
+Everything works on Python sets of (node, node) links taken from the schedule's written paths.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from schedules import (
+    bfs_route,
+    make,
+    ps_allreduce,
+    ps_transfers,
+    recursive_doubling_allreduce,
+    ring_allreduce,
+    ring_transfers,
+    topo,
+)
+
+__all__ = [
+    "bfs_route",
+    "first_fit",
+    "link_lists",
+    "make",
+    "max_link_load",
+    "ps_allreduce",
+    "ps_transfers",
+    "recursive_doubling_allreduce",
+    "reference_flow",
+    "ring_allreduce",
+    "ring_transfers",
+    "semantic_preds",
+    "steps_of",
+    "topo",
+    "water_fill",
+]
+
+
+def link_lists(schedule) -> list[list[tuple[str, str]]]:
+    """The directed links (u, v) of every transfer's path, in stored order."""
+    return [list(zip(t.path[:-1], t.path[1:], strict=True)) for t in schedule.transfers]
+
+
+def steps_of(schedule) -> dict[int, list[int]]:
+    """Transfer indices of every step, in stored order, steps ascending."""
+    out: dict[int, list[int]] = {}
+    for i, t in enumerate(schedule.transfers):
+        out.setdefault(t.step, []).append(i)
+    return dict(sorted(out.items()))
+
+
+def semantic_preds(schedule, synchronous: bool = False) -> list[set[int]]:
+    """Every earlier-step transfer that writes t's source buffer or reads or writes t's
+    destination buffer (design §3.3); with `synchronous`, every transfer of an earlier step."""
+    tr = schedule.transfers
+    step = np.array([t.step for t in tr])
+    src = [(t.src, t.chunk) for t in tr]
+    dst = [(t.dst, t.chunk) for t in tr]
+    out = []
+    for i in range(len(tr)):
+        preds = set()
+        for u in np.flatnonzero(step < step[i]).tolist():
+            if synchronous or dst[u] == src[i] or dst[u] == dst[i] or src[u] == dst[i]:
+                preds.add(u)
+        out.append(preds)
+    return out
+
+
+def water_fill(flow_links: dict[int, list], cap: dict) -> dict[int, float]:
+    """Max-min fair rates by the bottleneck-link algorithm: the link with the smallest fair
+    share (spare capacity / unfrozen flows) fixes its flows at that share; repeat."""
+    rate: dict[int, float] = {}
+    spare = dict(cap)
+    while len(rate) < len(flow_links):
+        users: dict = {}
+        for f, links in flow_links.items():
+            if f not in rate:
+                for lk in set(links):
+                    users.setdefault(lk, []).append(f)
+        share = {lk: spare[lk] / len(fs) for lk, fs in users.items()}
+        low = min(share.values())
+        for lk, s in share.items():
+            if s <= low * (1 + 1e-12):
+                for f in users[lk]:
+                    if f not in rate:
+                        rate[f] = low
+                        for other in set(flow_links[f]):
+                            spare[other] -= low
+    return rate
+
+
+def first_fit(link_sets: list[set]) -> list[int]:
+    """Round of each transfer (in the given order): the first round none of its links is taken."""
+    taken: dict = {}
+    out = []
+    for links in link_sets:
+        r = 0
+        while any(r in taken.get(lk, ()) for lk in links):
+            r += 1
+        out.append(r)
+        for lk in links:
+            taken.setdefault(lk, set()).add(r)
+    return out
+
+
+def reference_flow(schedule, alpha: float, synchronous: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) per transfer in the flow model of design §3.5, by a plain event loop:
+    a transfer is ready when all its semantic predecessors are done, sends from ready + α at
+    its max-min fair rate and is done one path latency after its last byte."""
+    topology = schedule.topology
+    links = link_lists(schedule)
+    cap = {(lk.src, lk.dst): lk.bandwidth for lk in topology.links}
+    lat = [sum(topology.link(u, v).latency for u, v in ls) for ls in links]
+    preds = semantic_preds(schedule, synchronous)
+    n = len(links)
+    size = schedule.chunk_bytes
+    ready = np.full(n, np.nan)
+    done = np.full(n, np.inf)
+    remaining = [size] * n
+    sent_at: dict[int, float] = {}
+    sending: set[int] = set()
+    finished: set[int] = set()
+    now = 0.0
+    eps = 1e-12
+    while len(finished) < n:
+        for t in range(n):
+            if np.isnan(ready[t]) and preds[t] <= finished:
+                ready[t] = max((done[u] for u in preds[t]), default=0.0)
+        for t in range(n):
+            waiting = t not in sending and t not in sent_at and not np.isnan(ready[t])
+            if waiting and ready[t] + alpha <= now * (1 + eps) + 1e-300:
+                sending.add(t)
+        rate = water_fill({t: links[t] for t in sending}, cap) if sending else {}
+        nxt = [done[t] for t in sent_at if t not in finished]
+        nxt += [ready[t] + alpha for t in range(n) if not np.isnan(ready[t]) and t not in sending]
+        nxt = [x for x in nxt if x > now * (1 + eps)]
+        nxt += [now + remaining[t] / rate[t] for t in sending]
+        t_next = min(nxt)
+        for t in sending:
+            remaining[t] -= rate[t] * (t_next - now)
+        now = t_next
+        for t in list(sending):
+            if remaining[t] <= 1e-9 * size:
+                sending.discard(t)
+                sent_at[t] = now
+                done[t] = now + lat[t]
+        for t in sent_at:
+            if t not in finished and done[t] <= now * (1 + eps):
+                finished.add(t)
+    return ready, done
+
+
+def max_link_load(link_sets: list[set]) -> int:
+    """The most transfers of the list that use one directed link."""
+    return max(Counter(lk for ls in link_sets for lk in ls).values())
