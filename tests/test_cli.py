@@ -11,34 +11,10 @@ from pathlib import Path
 import pytest
 
 from arsched.bounds import allgather_bound, allreduce_bound, latency_bound
-from arsched.cli import main
 from arsched.collective import Transfer, save
 from arsched.topology import DEFAULT_BANDWIDTH, Topology, load, parse_spec
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clihelp import PNG_MAGIC, assert_one_line_error, run
 from schedules import make, ps_transfers, ring_allreduce
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """Call the CLI in-process: (exit code, stdout, stderr)."""
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    else:
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str) -> None:
-    assert code == 2
-    assert err.startswith("error:"), err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert "Traceback" not in err
-
 
 # ---- topology --------------------------------------------------------------------------------
 

@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 
 from arsched.collective import COPY, OPS, REDUCE, Schedule, ScheduleBuilder, Transfer, load, validate
 from arsched.errors import ArschedError, ScheduleFormatError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from schedules import ps_transfers, ring_transfers, topo
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,6 @@ import json
 import os
 import random
 import stat
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +16,6 @@ import pytest
 from arsched.collective import FORMAT, Schedule, Transfer, dumps, load, loads, save, validate
 from arsched.errors import ArschedError, ScheduleFormatError
 from arsched.topology import parse_spec
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from schedules import (
     bfs_route,
     make,

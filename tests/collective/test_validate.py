@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,8 +22,6 @@ from arsched.collective import (
     validate,
 )
 from arsched.errors import ArschedError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from schedules import (
     bfs_route,
     make,

@@ -6,13 +6,9 @@ Everything works on Python sets of (node, node) links taken from the schedule's 
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedules import (
     bfs_route,

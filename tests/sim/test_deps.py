@@ -5,19 +5,14 @@ predecessor sets computed independently, on reference schedules and on random on
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from simref import ps_allreduce, recursive_doubling_allreduce, ring_allreduce, semantic_preds, topo
 
 from arsched.collective import Schedule, Transfer
 from arsched.sim.deps import Readiness, derive
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simref import ps_allreduce, recursive_doubling_allreduce, ring_allreduce, semantic_preds, topo
 
 STAR = "star:n=5"
 

@@ -4,20 +4,8 @@ independent event-driven max-min simulator written in the tests."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-from arsched.collective import Schedule
-from arsched.sim import DEFAULT_ALPHA, simulate_flow
-from arsched.sim.deps import derive
-from arsched.sim.flow import _events
-from arsched.sim.paths import compile_paths
-from arsched.topology import Link, Topology, ring, star
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simref import (
     bfs_route,
     link_lists,
@@ -28,6 +16,13 @@ from simref import (
     steps_of,
     topo,
 )
+
+from arsched.collective import Schedule
+from arsched.sim import DEFAULT_ALPHA, simulate_flow
+from arsched.sim.deps import derive
+from arsched.sim.flow import _events
+from arsched.sim.paths import compile_paths
+from arsched.topology import Link, Topology, ring, star
 
 # ---- closed forms ----------------------------------------------------------------------------
 

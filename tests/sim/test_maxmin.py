@@ -4,22 +4,17 @@ an independent bottleneck-link algorithm and the max-min definition itself."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from simref import water_fill
 
 from arsched.collective import Schedule, Transfer
 from arsched.sim import simulate_flow
 from arsched.sim.maxmin import incidence, maxmin_rates
 from arsched.sim.paths import CompiledPaths, compile_paths
 from arsched.topology import Link, Topology
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simref import water_fill
 
 
 def tiny_paths(flow_links: list[list[int]]) -> CompiledPaths:

@@ -4,18 +4,13 @@ its binning; utilisation never exceeds 1."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from simref import link_lists, ps_allreduce, ring_allreduce, topo
 
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology import ring
 from arsched.viz.plots import MAX_LINKS, TIME_BINS, plot_simulation, utilisation_grid
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simref import link_lists, ps_allreduce, ring_allreduce, topo
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -4,20 +4,16 @@ bound it carries, and its dict form."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from simref import link_lists, ps_allreduce, ring_allreduce, topo
 
 from arsched.bounds import allreduce_bound, latency_bound
 from arsched.collective import Schedule, Transfer
 from arsched.errors import ArschedError
 from arsched.sim import RoundEngine, SimResult, simulate_flow, simulate_rounds
 from arsched.topology import ring, star
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simref import link_lists, ps_allreduce, ring_allreduce, topo
 
 KEYS = {"time_s", "rounds", "algbw", "busbw", "bound_s", "gap", "transfers"}
 

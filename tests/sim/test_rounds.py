@@ -6,17 +6,9 @@ goes step by step; dependencies and conflicts enforced)."""
 from __future__ import annotations
 
 import itertools
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-from arsched.errors import ArschedError
-from arsched.sim import RoundEngine, simulate_rounds
-from arsched.topology import ring, star
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simref import (
     first_fit,
     link_lists,
@@ -28,6 +20,10 @@ from simref import (
     steps_of,
     topo,
 )
+
+from arsched.errors import ArschedError
+from arsched.sim import RoundEngine, simulate_rounds
+from arsched.topology import ring, star
 
 # ---- closed forms ----------------------------------------------------------------------------
 

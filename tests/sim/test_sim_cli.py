@@ -5,40 +5,17 @@ every bad input (invalid schedule, unknown model, a plot name that is not .png).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from simref import make, ps_allreduce, ring_transfers, topo
 
-from arsched.cli import main
 from arsched.collective import load, save
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology import star
+from clihelp import PNG_MAGIC, assert_one_line_error, run
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simref import make, ps_allreduce, ring_transfers, topo
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KEYS = {"time_s", "rounds", "algbw", "busbw", "bound_s", "gap", "transfers"}
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """The CLI in-process: (exit code, stdout, stderr)."""
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    else:
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str) -> None:
-    assert code == 2
-    assert err.startswith("error:"), err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert "Traceback" not in err
 
 
 @pytest.fixture

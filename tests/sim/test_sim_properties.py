@@ -5,18 +5,10 @@ agree exactly when no link is ever shared within a step."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from arsched.sim import simulate_flow, simulate_rounds
-from arsched.topology import ring, star, torus
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simref import (
     bfs_route,
     link_lists,
@@ -28,6 +20,9 @@ from simref import (
     steps_of,
     topo,
 )
+
+from arsched.sim import simulate_flow, simulate_rounds
+from arsched.topology import ring, star, torus
 
 SMALL = [
     "ring:n=6",

@@ -5,42 +5,17 @@ its JSON equals the API's summary, --plot writes a PNG, and every bad input ends
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from arsched.cli import main
 from arsched.collective import Transfer, load, save
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
 from arsched.units import parse_time
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simcheck_reference import PNG_MAGIC
-
+from clihelp import PNG_MAGIC, assert_one_line_error, run
 from schedules import make, ps_allreduce, ps_transfers, ring_allreduce, topo
 
 KEYS = ("time_s", "rounds", "algbw", "busbw", "bound_s", "gap", "transfers")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """Call the CLI in-process: (exit code, stdout, stderr)."""
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    else:
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str) -> None:
-    assert code == 2
-    assert err.startswith("error:"), err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert "Traceback" not in err
 
 
 @pytest.fixture

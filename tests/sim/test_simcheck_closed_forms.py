@@ -4,24 +4,18 @@ flow-model timings worked out by hand), and first-fit round counts of rings on B
 
 from __future__ import annotations
 
-import sys
 from itertools import pairwise
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pytest
+from simcheck_reference import maxmin_reference, step_link_loads, transfer_links
 
 from arsched.collective import Schedule, Transfer
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.sim.maxmin import maxmin_rates
 from arsched.sim.paths import CompiledPaths, compile_paths
 from arsched.topology import Link, Topology, ring, star
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simcheck_reference import maxmin_reference, step_link_loads, transfer_links
-
 from schedules import ps_allreduce, ring_allreduce, topo
 
 REL = 1e-9

@@ -4,21 +4,14 @@ write-after-write, no dependency on a same-step reader, the synchronous barrier;
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from simcheck_reference import reference_deps
 
 from arsched.collective import Transfer
 from arsched.sim.deps import Readiness, derive
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simcheck_reference import reference_deps
-
 from schedules import make, ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
 STAR = "star:n=4"

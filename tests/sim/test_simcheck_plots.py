@@ -4,20 +4,13 @@ every link's bytes up to the binning error."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from simcheck_reference import PNG_MAGIC, transfer_links
 
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology import ring
 from arsched.viz.plots import plot_simulation, utilisation_grid
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simcheck_reference import PNG_MAGIC, transfer_links
-
 from schedules import ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
 SCHEDULES = {

@@ -7,24 +7,12 @@ when no link is ever shared."""
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from arsched.collective import validate
-from arsched.sim import simulate_flow, simulate_rounds
-from arsched.sim.deps import derive
-from arsched.sim.flow import _events
-from arsched.sim.paths import compile_paths
-from arsched.topology import ring
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simcheck_reference import (
     disjoint_steps,
     path_bottleneck,
@@ -35,6 +23,12 @@ from simcheck_reference import (
     uniform_bandwidth,
 )
 
+from arsched.collective import validate
+from arsched.sim import simulate_flow, simulate_rounds
+from arsched.sim.deps import derive
+from arsched.sim.flow import _events
+from arsched.sim.paths import compile_paths
+from arsched.topology import ring
 from schedules import bfs_route, ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
 SPECS = [

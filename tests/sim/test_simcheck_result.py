@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +13,6 @@ from arsched.bounds import allreduce_bound, latency_bound
 from arsched.errors import ArschedError
 from arsched.sim import DEFAULT_ALPHA, RoundEngine, SimResult, simulate_flow, simulate_rounds
 from arsched.topology import ring
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from schedules import ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
 SCHEDULES = {

@@ -5,20 +5,14 @@ shared links computed from the written paths."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
+from simcheck_reference import path_bottleneck, path_latency, reference_deps, transfer_links
 
 from arsched.errors import ArschedError
 from arsched.sim import RoundEngine, simulate_rounds
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simcheck_reference import path_bottleneck, path_latency, reference_deps, transfer_links
-
 from schedules import ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
 

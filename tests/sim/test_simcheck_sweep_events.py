@@ -3,23 +3,17 @@ equals the event simulation forced on them; contended schedules go to the event 
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
+from simcheck_reference import transfer_links
 
 from arsched.sim import simulate_flow
 from arsched.sim.deps import derive
 from arsched.sim.flow import _events
 from arsched.sim.paths import compile_paths
 from arsched.topology import ring
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simcheck_reference import transfer_links
-
 from schedules import ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
 REL = 1e-9

@@ -199,6 +199,12 @@ def _apply_step(
     return _fail(s, "double-count", i, f"it adds the data of {_names(s, overlap)} a second time")
 
 
+def _static_problem(s: Schedule) -> ValidationReport | None:
+    """The first problem that needs no execution: header, ranges, endpoints, paths."""
+    problem = _check_header(s)
+    return _check_rows(s) if problem is None else problem
+
+
 def _step_rows(s: Schedule) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Source and destination buffer (rank * num_chunks + chunk) of every transfer, and the
     transfer indices of each step in step order (stored order within a step)."""
@@ -214,8 +220,7 @@ def _step_rows(s: Schedule) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
 def validate(schedule: Schedule) -> ValidationReport:
     """Check a schedule symbolically; the report names the first violation or says it is valid."""
     s = schedule
-    problem = _check_header(s)
-    problem = _check_rows(s) if problem is None else problem
+    problem = _static_problem(s)
     if problem is not None:
         return problem
     n, chunks = s.num_ranks, s.num_chunks
@@ -261,8 +266,7 @@ def numeric_check(schedule: Schedule, seed: int = 0, width: int = 2, rtol: float
     add, copies overwrite); static problems (bad paths, ranks) are reported as by `validate`.
     """
     s = schedule
-    problem = _check_header(s)
-    problem = _check_rows(s) if problem is None else problem
+    problem = _static_problem(s)
     if problem is not None:
         return problem
     n, chunks = s.num_ranks, s.num_chunks

@@ -114,7 +114,7 @@ def _events(
         now = t_next
         instants += 1
         tol = _REL * max(now, 1e-300)
-        shared = False
+        shared = changed = False
         # completions: dependents become ready and wait alpha
         fin = done_at[flying] <= now + tol
         if fin.any():
@@ -124,8 +124,11 @@ def _events(
             pending = np.concatenate([pending, new])
         # last bytes sent: the flow leaves its links and flies for its path latency
         if len(sending):
-            out = remaining[sending] <= _REL * schedule.chunk_bytes
+            # done within the instant's time tolerance (a byte threshold alone can stall when
+            # the step to the next finish is below the float resolution of `now`)
+            out = remaining[sending] <= rate * tol + _REL * schedule.chunk_bytes
             if out.any():
+                changed = True
                 gone = sending[out]
                 links = _links_of(gone, cp)
                 np.subtract.at(occupancy, links, 1)
@@ -137,6 +140,7 @@ def _events(
         if len(pending):
             go = send_at[pending] <= now + tol
             if go.any():
+                changed = True
                 starting = pending[go]
                 pending = pending[~go]
                 links = _links_of(starting, cp)
@@ -146,6 +150,8 @@ def _events(
                 rate = np.concatenate([rate, cp.bottleneck[starting]])
         if shared:
             rate = maxmin_rates(sending, cp, cap)
+        if not (fin.any() or changed):
+            raise RuntimeError(f"flow simulation made no progress at t={now!r}")  # a bug, never input
     return send_at, done_at, instants
 
 

@@ -7,7 +7,7 @@ remove a random link (u, v) with u, v not neighbours of x and link x-u and x-v i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.sparse import coo_array
@@ -19,84 +19,85 @@ from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, 
 _RANDOM_TRIES = 64
 
 
-def _pair_rewire(
-    single: np.ndarray,
-    free: np.ndarray,
-    edges: set[tuple[int, int]],
-    nbrs: list[set[int]],
-    rng: np.random.Generator,
-    join: Callable[[int, int], None],
-) -> bool:
+class _PortGraph:
+    """Switches with free network ports and the cables between them."""
+
+    def __init__(self, switches: int, degree: int) -> None:
+        self.free = np.full(switches, degree)
+        self.nbrs: list[set[int]] = [set() for _ in range(switches)]
+        self.edges: set[tuple[int, int]] = set()
+
+    def join(self, a: int, b: int) -> None:
+        self.nbrs[a].add(b)
+        self.nbrs[b].add(a)
+        self.edges.add((min(a, b), max(a, b)))
+        self.free[a] -= 1
+        self.free[b] -= 1
+
+    def unlink(self, u: int, v: int) -> None:
+        self.edges.discard((min(u, v), max(u, v)))
+        self.nbrs[u].discard(v)
+        self.nbrs[v].discard(u)
+        self.free[u] += 1
+        self.free[v] += 1
+
+
+def _pair_rewire(g: _PortGraph, rng: np.random.Generator) -> bool:
     """Two switches a, b with one free port each (already neighbours): remove a random link
     (u, v) with u not next to a and v not next to b, and link a-u, b-v. False if impossible."""
-    order = [int(x) for x in rng.permutation(single)]
+    order = [int(x) for x in rng.permutation(np.flatnonzero(g.free == 1))]
     for i, a in enumerate(order):
         for b in order[i + 1 :]:
             usable = [
                 (u, v)
-                for e in sorted(edges)
+                for e in sorted(g.edges)
                 for u, v in (e, e[::-1])
-                if a not in e and b not in e and u not in nbrs[a] and v not in nbrs[b]
+                if a not in e and b not in e and u not in g.nbrs[a] and v not in g.nbrs[b]
             ]
             if usable:
                 u, v = usable[rng.integers(len(usable))]
-                edges.discard((min(u, v), max(u, v)))
-                nbrs[u].discard(v)
-                nbrs[v].discard(u)
-                free[u] += 1
-                free[v] += 1
-                join(a, u)
-                join(b, v)
+                g.unlink(u, v)
+                g.join(a, u)
+                g.join(b, v)
                 return True
     return False
 
 
 def _random_regular(switches: int, degree: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     """Switch-switch cables of a random (near-)regular graph, by the Jellyfish procedure."""
-    free = np.full(switches, degree)
-    nbrs: list[set[int]] = [set() for _ in range(switches)]
-    edges: set[tuple[int, int]] = set()
-
-    def join(a: int, b: int) -> None:
-        nbrs[a].add(b)
-        nbrs[b].add(a)
-        edges.add((min(a, b), max(a, b)))
-        free[a] -= 1
-        free[b] -= 1
+    g = _PortGraph(switches, degree)
 
     def find_pair() -> tuple[int, int] | None:
-        open_ = np.flatnonzero(free > 0)
+        open_ = np.flatnonzero(g.free > 0)
         if len(open_) < 2:
             return None
         for _ in range(_RANDOM_TRIES):
             a, b = rng.choice(open_, 2, replace=False)
-            if b not in nbrs[a]:
+            if b not in g.nbrs[a]:
                 return int(a), int(b)
-        pairs = [(a, b) for i, a in enumerate(open_) for b in open_[i + 1 :] if b not in nbrs[a]]
+        pairs = [(a, b) for i, a in enumerate(open_) for b in open_[i + 1 :] if b not in g.nbrs[a]]
         return tuple(map(int, pairs[rng.integers(len(pairs))])) if pairs else None
 
     while True:
         pair = find_pair()
         if pair is not None:
-            join(*pair)
+            g.join(*pair)
             continue
-        stuck = np.flatnonzero(free >= 2)
+        stuck = np.flatnonzero(g.free >= 2)
         if len(stuck) == 0:
-            if not _pair_rewire(np.flatnonzero(free == 1), free, edges, nbrs, rng, join):
-                return sorted(edges)
+            if not _pair_rewire(g, rng):
+                return sorted(g.edges)
             continue
         x = int(stuck[rng.integers(len(stuck))])
-        usable = [e for e in sorted(edges) if x not in e and e[0] not in nbrs[x] and e[1] not in nbrs[x]]
+        usable = [
+            e for e in sorted(g.edges) if x not in e and e[0] not in g.nbrs[x] and e[1] not in g.nbrs[x]
+        ]
         if not usable:
-            return sorted(edges)
+            return sorted(g.edges)
         u, v = usable[rng.integers(len(usable))]
-        edges.discard((u, v))
-        nbrs[u].discard(v)
-        nbrs[v].discard(u)
-        free[u] += 1
-        free[v] += 1
-        join(x, u)
-        join(x, v)
+        g.unlink(u, v)
+        g.join(x, u)
+        g.join(x, v)
 
 
 def jellyfish(
