@@ -185,3 +185,13 @@ def test_multi_ring_is_no_slower_than_one_ring(spec):
     topo = parse_spec(spec)
     multi = simulate_flow(build("multi-ring", topo, None, 64e6)).time_s
     assert multi <= simulate_flow(build("ring", topo, None, 64e6)).time_s * (1 + 1e-9)
+
+
+def test_tree_packing_lp_reaches_the_bound_where_it_converges():
+    """On a star the LP's per-root rate gives exactly the bound: (M/N)/λ = 2(N−1)/N · M/B."""
+    from arsched.algorithms.packing import pack
+
+    topo = star(6, bandwidth=1e9)
+    lam, trees = pack(topo, topo.servers)
+    assert (1e6 / 6) / lam == pytest.approx(2 * 5 / 6 * 1e6 / 1e9, rel=1e-9)
+    assert {r for r, _, _ in trees} == set(range(6))

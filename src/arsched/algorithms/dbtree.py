@@ -38,6 +38,17 @@ def binary_tree(n: int) -> tuple[np.ndarray, np.ndarray]:
     return parent, height
 
 
+def tree_heights(parent: np.ndarray) -> np.ndarray:
+    """Height of every node of a tree given by its parent array (leaves 0)."""
+    height = np.zeros(len(parent), dtype=np.int64)
+    for v in range(len(parent)):
+        h, u = 0, v
+        while parent[u] >= 0:
+            u, h = int(parent[u]), h + 1
+            height[u] = max(height[u], h)
+    return height
+
+
 def add_tree(
     b: ScheduleBuilder, members: np.ndarray, parent: np.ndarray, height: np.ndarray, tree_chunks: np.ndarray
 ) -> None:
