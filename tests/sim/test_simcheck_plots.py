@@ -71,8 +71,9 @@ def test_grid_integrates_to_the_link_bytes(case, model, bins):
 @pytest.mark.parametrize(("case", "model"), CASES)
 @pytest.mark.parametrize("bins", [7, 200])
 def test_grid_bytes_are_exact_for_its_picture(case, model, bins):
-    """The picture spreads every chunk evenly over [start, end]: its bytes per bin add up to
-    each link's bytes exactly, and a bin holds the overlap of every interval with the bin."""
+    """The picture spreads every chunk evenly over its sending interval [start + α, end − path
+    latency]: its bytes per bin add up to each link's bytes exactly, and a bin holds the overlap
+    of every interval with the bin."""
     r = MODELS[model](SCHEDULES[case]())
     s = r.schedule
     links, util = utilisation_grid(r, bins=bins)
@@ -82,10 +83,12 @@ def test_grid_bytes_are_exact_for_its_picture(case, model, bins):
     assert per_bin.sum(axis=1) == pytest.approx(r.link_bytes[links], rel=1e-9, abs=1e-9 * s.chunk_bytes)
     expect = np.zeros((len(cap), bins))
     lo = np.arange(bins) * width
+    lat = np.array([lk.latency for lk in s.topology.links])
     for t, path in enumerate(transfer_links(s)):
-        overlap = np.clip(np.minimum(lo + width, r.end[t]) - np.maximum(lo, r.start[t]), 0, None)
+        a, b = r.start[t] + r.alpha, r.end[t] - lat[path].sum()
+        overlap = np.clip(np.minimum(lo + width, b) - np.maximum(lo, a), 0, None)
         for lk in path:
-            expect[lk] += s.chunk_bytes * overlap / (r.end[t] - r.start[t])
+            expect[lk] += s.chunk_bytes * overlap / (b - a)
     assert per_bin == pytest.approx(expect[links], rel=1e-6, abs=1e-9 * s.chunk_bytes)
 
 
@@ -101,8 +104,8 @@ def test_grid_stays_within_capacity(case, model):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="src bug: viz.plots.utilisation_grid spreads each chunk evenly over [start, end] "
-    "(ready to done), but under max-min sharing a flow's rate changes while it overlaps others, "
+    reason="known limit: viz.plots.utilisation_grid spreads each chunk evenly over its sending interval "
+    "but under max-min sharing a flow's rate changes while it overlaps others, "
     "so the averaged rates of overlapping flows add up to more than the link: 1.44 here. "
     "SimResult keeps no per-link rate trace, so the picture cannot be exact without one",
 )

@@ -38,16 +38,19 @@ def _pyplot():
 
 def utilisation_grid(result: SimResult, bins: int = TIME_BINS) -> tuple[np.ndarray, np.ndarray]:
     """(link indices, utilisation[link, time bin]) of the busiest links (idle ones last if they
-    fit). Each transfer's bytes are spread evenly over its [start, end] interval, so this is a
-    picture, not a trace; the bytes per bin are exact for that picture: with F(t) the bytes sent
+    fit). Each transfer's bytes are spread evenly over its sending interval (after α, before the
+    last path latency): exact when no link is shared at once (the flow model's sweep, the round
+    model); under max-min sharing a flow's rate varies, so the averages can add up to more than
+    a link locally. The bytes per bin are exact for that picture: with F(t) the bytes sent
     up to t, F(edge) = edge·Σ Δrate − Σ Δrate·t over the rate changes before the edge."""
     s = result.schedule
     cp = compile_paths(s)
     cap = s.topology.compiled.capacity
     width = result.time_s / bins if result.time_s > 0 else 1.0
-    start = result.start[cp.owner]
-    end = np.maximum(result.end[cp.owner], start + 1e-300)
-    density = s.chunk_bytes / (end - start)  # bytes per second while the transfer is active
+    # the sending interval: after the overhead α, until one path latency before the end
+    start = (result.start + result.alpha)[cp.owner]
+    end = np.maximum((result.end - cp.latency)[cp.owner], start + 1e-300)
+    density = s.chunk_bytes / (end - start)  # bytes per second while the transfer sends
     busiest = np.argsort(-result.link_bytes, kind="stable")[:MAX_LINKS]
     row = np.full(len(cap), -1)
     row[busiest] = np.arange(len(busiest))
