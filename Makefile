@@ -13,15 +13,21 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	@mkdir -p out
 	@echo "== a BCube(4,1): counts, diameter and the AllReduce lower bound"
 	$(BIN)/arsched topology bcube:n=4,k=1
 	@echo "== the bound for 100 MB on a 4x4 torus"
 	$(BIN)/arsched bound --topology torus:dims=4x4 --size 100MB
 	@echo "== a real 847-host production Clos, if shared/ is beside the project"
 	@if [ -f ../shared/data/lingjun2023_topo.csv ]; then $(BIN)/arsched topology ../shared/data/lingjun2023_topo.csv; fi
-	@echo "== write a hand-made ring schedule and validate it"
-	$(BIN)/python examples/ring_schedule.py /tmp/arsched-demo-ring.json
-	$(BIN)/arsched validate /tmp/arsched-demo-ring.json
+	@echo "== a hand-made ring schedule, validated"
+	$(BIN)/python examples/ring_schedule.py out/ring.json
+	$(BIN)/arsched validate out/ring.json
+	@echo "== BCube's native scheme, simulated beside its bound (plot in out/bcube.png)"
+	$(BIN)/arsched schedule -t bcube:n=4,k=1 -a bcube-native --size 256MB -o out/bcube.json
+	$(BIN)/arsched simulate out/bcube.json --plot out/bcube.png
+	@echo "== algorithms side by side on a 4x4 torus (gaps in out/torus-gaps.png)"
+	$(BIN)/arsched compare -t torus:dims=4x4 --algorithms ps,ring,multi-ring,rhd,torus-native --size 1MB,256MB --plot out/torus-gaps.png
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

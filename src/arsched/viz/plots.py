@@ -88,7 +88,7 @@ def plot_simulation(result: SimResult, path: str | os.PathLike) -> None:
         extent=(0, result.time_s * scale, len(links) - 0.5, -0.5),
     )
     fig.colorbar(image, ax=top, label="utilisation")
-    if len(links) <= 64:
+    if len(links) <= 32:
         top.set_yticks(
             range(len(links)),
             [f"{c.node_ids[c.link_src[i]]}→{c.node_ids[c.link_dst[i]]}" for i in links],
