@@ -241,7 +241,10 @@ def simulate(
     report = check(schedule)
     if not report.ok:
         raise ArschedError(f"{file} is not a valid AllReduce: {report.message}")
-    result = simulate_flow(schedule, a, synchronous=sync) if model == "flow" else simulate_rounds(schedule, a)
+    if model == "flow":
+        result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None)
+    else:
+        result = simulate_rounds(schedule, a)
     if plot is not None:
         from arsched.viz.plots import plot_simulation
 

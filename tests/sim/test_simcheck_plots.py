@@ -102,19 +102,18 @@ def test_grid_stays_within_capacity(case, model):
     assert util.max() <= 1 + 1e-6
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit: viz.plots.utilisation_grid spreads each chunk evenly over its sending interval "
-    "but under max-min sharing a flow's rate changes while it overlaps others, "
-    "so the averaged rates of overlapping flows add up to more than the link: 1.44 here. "
-    "SimResult keeps no per-link rate trace, so the picture cannot be exact without one",
-)
 @pytest.mark.parametrize("alpha", [0.0, 5e-6])
 def test_grid_stays_within_capacity_under_contention(alpha):
-    r = simulate_flow(SCHEDULES[CONTENDED_FLOW[0]](), alpha)
+    """With the event simulation's rate trace the picture is exact: never above a link's
+    capacity, and its bytes add up to each link's bytes."""
+    r = simulate_flow(SCHEDULES[CONTENDED_FLOW[0]](), alpha, trace=True)
     assert r.notes["method"] == "events"
-    _, util = utilisation_grid(r)
+    links, util = utilisation_grid(r)
     assert util.max() <= 1 + 1e-6
+    width = r.time_s / util.shape[1]
+    cap = np.array([lk.bandwidth for lk in r.schedule.topology.links])
+    implied = (util * cap[links][:, None] * width).sum(axis=1)
+    assert implied == pytest.approx(r.link_bytes[links], rel=1e-6, abs=1e-6 * r.schedule.chunk_bytes)
 
 
 @pytest.mark.parametrize("model", ["flow", "rounds"])

@@ -79,13 +79,15 @@ def _links_of(flows: np.ndarray, cp: CompiledPaths) -> np.ndarray:
 
 
 def _events(
-    schedule: Schedule, deps: Dependencies, cp: CompiledPaths, alpha: float
+    schedule: Schedule, deps: Dependencies, cp: CompiledPaths, alpha: float, trace: list | None = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Exact event simulation; returns (send start, done, number of event instants).
 
     Rates are recomputed (progressive filling over all sending flows) only at instants where a
     flow starts or stops on a link that another sending flow uses; a flow alone on its links
-    simply sends at its path's bottleneck bandwidth.
+    simply sends at its path's bottleneck bandwidth. With a `trace` list, every instant where
+    the sending set changed appends (time, links, summed rate on each): the exact per-link rate,
+    piecewise constant until the next entry.
     """
     n = len(schedule)
     cap = schedule.topology.compiled.capacity
@@ -150,16 +152,24 @@ def _events(
                 rate = np.concatenate([rate, cp.bottleneck[starting]])
         if shared:
             rate = maxmin_rates(sending, cp, cap)
+        if trace is not None and changed:
+            pos, links = incidence(sending, cp)
+            total = np.bincount(links, weights=rate[pos], minlength=len(cap))
+            busy = np.flatnonzero(total)
+            trace.append((now, busy, total[busy]))
         if not (fin.any() or changed):
             raise RuntimeError(f"flow simulation made no progress at t={now!r}")  # a bug, never input
     return send_at, done_at, instants
 
 
-def simulate_flow(schedule: Schedule, alpha: float = DEFAULT_ALPHA, synchronous: bool = False) -> SimResult:
+def simulate_flow(
+    schedule: Schedule, alpha: float = DEFAULT_ALPHA, synchronous: bool = False, trace: bool = False
+) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
     `synchronous=True` puts a barrier between steps. The result notes which exact method ran
-    (`method`: 'sweep' when no link was ever shared at once, else 'events').
+    (`method`: 'sweep' when no link was ever shared at once, else 'events'). `trace=True` keeps
+    the exact per-link rates of the event simulation for plots (`SimResult.link_rate_trace`).
     """
     s = schedule
     alpha = check_alpha(alpha)
@@ -174,8 +184,22 @@ def simulate_flow(schedule: Schedule, alpha: float = DEFAULT_ALPHA, synchronous:
     send = ready + alpha
     notes = {"method": "sweep"}
     if _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
-        send, done, instants = _events(s, deps, cp, alpha)
+        log: list | None = [] if trace else None
+        send, done, instants = _events(s, deps, cp, alpha, log)
         notes = {"method": "events", "event_instants": instants}
+        return SimResult(
+            "flow",
+            s,
+            float(done.max()),
+            send - alpha,
+            done,
+            link_bytes(s, cp.links),
+            bound,
+            None,
+            alpha,
+            notes,
+            log,
+        )
     return SimResult(
         "flow", s, float(done.max()), send - alpha, done, link_bytes(s, cp.links), bound, None, alpha, notes
     )

@@ -32,6 +32,9 @@ class SimResult:
     rounds: int | None = None
     alpha: float = 0.0
     notes: dict[str, Any] = field(default_factory=dict)
+    # exact per-link rates where flows shared links: [(time, link indices, bytes/s)], each entry
+    # holding until the next one (flow model with trace=True, event simulation only)
+    link_rate_trace: list[tuple[float, np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
 
     @property
     def algbw(self) -> float:

@@ -36,28 +36,43 @@ def _pyplot():
     return plt
 
 
+def _rate_changes(result: SimResult, cp, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, time, rate change) for every change of a shown link's rate."""
+    log = result.link_rate_trace
+    if log:  # exact rates, piecewise constant until the next entry
+        ends = [t for t, _, _ in log[1:]] + [result.time_s]
+        links = np.concatenate([lk for _, lk, _ in log])
+        rate = np.concatenate([r for _, _, r in log])
+        t0 = np.concatenate([np.full(len(lk), t) for t, lk, _ in log])
+        t1 = np.concatenate([np.full(len(lk), e) for (_, lk, _), e in zip(log, ends, strict=True)])
+    else:  # each transfer sends evenly after α until one path latency before its end
+        links = cp.links
+        t0 = (result.start + result.alpha)[cp.owner]
+        t1 = np.maximum((result.end - cp.latency)[cp.owner], t0 + 1e-300)
+        rate = result.schedule.chunk_bytes / (t1 - t0)
+    keep = row[links] >= 0
+    return (
+        np.concatenate([row[links][keep]] * 2),
+        np.concatenate([t0[keep], t1[keep]]),
+        np.concatenate([rate[keep], -rate[keep]]),
+    )
+
+
 def utilisation_grid(result: SimResult, bins: int = TIME_BINS) -> tuple[np.ndarray, np.ndarray]:
     """(link indices, utilisation[link, time bin]) of the busiest links (idle ones last if they
-    fit). Each transfer's bytes are spread evenly over its sending interval (after α, before the
-    last path latency): exact when no link is shared at once (the flow model's sweep, the round
-    model); under max-min sharing a flow's rate varies, so the averages can add up to more than
-    a link locally. The bytes per bin are exact for that picture: with F(t) the bytes sent
-    up to t, F(edge) = edge·Σ Δrate − Σ Δrate·t over the rate changes before the edge."""
+    fit). With a rate trace (`simulate_flow(..., trace=True)`) the rates are exact; otherwise each
+    transfer's bytes are spread evenly over its sending interval (after α, before the last path
+    latency), exact when no link is shared at once (the sweep, the round model) and an average
+    under max-min sharing, where it can add up to more than a link locally. Bytes per bin: with
+    F(t) the bytes sent up to t, F(edge) = edge·Σ Δrate − Σ Δrate·t over earlier rate changes."""
     s = result.schedule
     cp = compile_paths(s)
     cap = s.topology.compiled.capacity
     width = result.time_s / bins if result.time_s > 0 else 1.0
-    # the sending interval: after the overhead α, until one path latency before the end
-    start = (result.start + result.alpha)[cp.owner]
-    end = np.maximum((result.end - cp.latency)[cp.owner], start + 1e-300)
-    density = s.chunk_bytes / (end - start)  # bytes per second while the transfer sends
-    busiest = np.argsort(-result.link_bytes, kind="stable")[:MAX_LINKS]
+    busiest = np.argsort(-result.link_bytes, kind="stable")[:MAX_LINKS]  # idle links included
     row = np.full(len(cap), -1)
     row[busiest] = np.arange(len(busiest))
-    keep = row[cp.links] >= 0
-    rows = np.concatenate([row[cp.links][keep]] * 2)
-    times = np.concatenate([start[keep], end[keep]])
-    change = np.concatenate([density[keep], -density[keep]])
+    rows, times, change = _rate_changes(result, cp, row)
     where = np.clip((times / width).astype(np.int64), 0, bins - 1)
     slope = np.zeros((len(busiest), bins))
     moment = np.zeros((len(busiest), bins))
