@@ -219,6 +219,12 @@ def simulate(
         str | None, typer.Option(help="Per-transfer overhead, e.g. 5us (default 5us for flow, 0 for rounds).")
     ] = None,
     sync: Annotated[bool, typer.Option("--sync", help="Flow model: a barrier between steps.")] = False,
+    fifo: Annotated[
+        bool,
+        typer.Option(
+            "--fifo", help="Flow model: each connection carries its steps in order, like a runtime channel."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
     plot: Annotated[
         Path | None, typer.Option(help="Write link utilisation and a transfer timeline to a PNG.")
@@ -242,7 +248,7 @@ def simulate(
     if not report.ok:
         raise ArschedError(f"{file} is not a valid AllReduce: {report.message}")
     if model == "flow":
-        result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None)
+        result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None, fifo=fifo)
     else:
         result = simulate_rounds(schedule, a)
     if plot is not None:
@@ -331,6 +337,9 @@ def compare(
     alpha: Annotated[
         str | None, typer.Option(help="Per-transfer overhead (default 5us flow, 0 rounds).")
     ] = None,
+    fifo: Annotated[
+        bool, typer.Option("--fifo", help="Flow model: connections carry their steps in order.")
+    ] = False,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="Also write the rows to a CSV file.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Bar chart of the gaps to a PNG.")] = None,
 ) -> None:
@@ -357,8 +366,8 @@ def compare(
         for name in names:
             get(name)
     topo = parse_spec(topology_spec)
-    rows = run_compare(topo, sizes, names, model, parse_time(alpha) if alpha is not None else None)
-    table = Table(title=f"{topo.name}, {model} model")
+    rows = run_compare(topo, sizes, names, model, parse_time(alpha) if alpha is not None else None, fifo)
+    table = Table(title=f"{topo.name}, {model} model" + (", FIFO connections" if fifo else ""))
     cols = ["algorithm", "MB", "time ms", "bound ms", "gap", "busbw Gb/s", "synth ms"]
     cols += ["rounds"] if model == "rounds" else []
     for col in cols:

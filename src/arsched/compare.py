@@ -37,8 +37,10 @@ def compare(
     names: Sequence[str] | None = None,
     model: str = "flow",
     alpha: float | None = None,
+    fifo: bool = False,
 ) -> list[Row]:
-    """Build, validate and simulate every algorithm at every size (rows in that order)."""
+    """Build, validate and simulate every algorithm at every size (rows in that order);
+    `fifo` runs the flow model with in-order connections."""
     from arsched.collective import validate
 
     names = list(names) if names else [a.name for a in algorithms()]
@@ -57,7 +59,7 @@ def compare(
             report = validate(schedule)
             if not report.ok:
                 raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
-            r = simulate_flow(schedule, a) if model == "flow" else simulate_rounds(schedule, a)
+            r = simulate_flow(schedule, a, fifo=fifo) if model == "flow" else simulate_rounds(schedule, a)
             rows.append(
                 Row(
                     name,

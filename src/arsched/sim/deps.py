@@ -34,8 +34,10 @@ def _keys(buf: np.ndarray, step: np.ndarray, steps: int) -> np.ndarray:
     return buf * (steps + 1) + step
 
 
-def derive(schedule: Schedule, synchronous: bool = False) -> Dependencies:
-    """The dependency groups of a schedule; `synchronous` adds a barrier between steps."""
+def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) -> Dependencies:
+    """The dependency groups of a schedule; `synchronous` adds a barrier between steps, `fifo`
+    makes each (source, destination) connection carry its steps in order, like a runtime's
+    channel: a transfer also waits for the connection's transfers of its previous step."""
     s = schedule
     t_count = len(s)
     rank_of = s.rank_of_node
@@ -71,6 +73,16 @@ def derive(schedule: Schedule, synchronous: bool = False) -> Dependencies:
     waits_t.append(rep)
     waits_g.append(n_w + lo[rep] + offs)
     n_groups = n_w + len(rgroups)
+    if fifo and t_count:
+        conn = s.src.astype(np.int64) * s.topology.compiled.num_nodes + s.dst
+        cgroups, c_of = np.unique(_keys(conn, step, n_steps), return_inverse=True)
+        member_of = np.concatenate([member_of, (n_groups + c_of.ravel())[:, None]], axis=1)
+        q = np.searchsorted(cgroups, _keys(conn, step, n_steps)) - 1  # same connection, earlier step
+        ok = q >= 0
+        ok[ok] = cgroups[q[ok]] // (n_steps + 1) == conn[ok]
+        waits_t.append(arange[ok])
+        waits_g.append(n_groups + q[ok])
+        n_groups += len(cgroups)
     if synchronous and n_steps > 1:
         # barrier: every transfer of step k waits for a group holding all of step k-1
         member_of = np.concatenate([member_of, (n_groups + step)[:, None]], axis=1)

@@ -163,18 +163,24 @@ def _events(
 
 
 def simulate_flow(
-    schedule: Schedule, alpha: float = DEFAULT_ALPHA, synchronous: bool = False, trace: bool = False
+    schedule: Schedule,
+    alpha: float = DEFAULT_ALPHA,
+    synchronous: bool = False,
+    trace: bool = False,
+    fifo: bool = False,
 ) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
     `synchronous=True` puts a barrier between steps. The result notes which exact method ran
     (`method`: 'sweep' when no link was ever shared at once, else 'events'). `trace=True` keeps
     the exact per-link rates of the event simulation for plots (`SimResult.link_rate_trace`).
+    `fifo=True` serialises each connection's steps like a runtime channel (pipelined trees
+    stream their chunks instead of sending them all at once).
     """
     s = schedule
     alpha = check_alpha(alpha)
     cp = compile_paths(s)
-    deps = derive(s, synchronous=synchronous)
+    deps = derive(s, synchronous=synchronous, fifo=fifo)
     bound = schedule_bound(s, alpha)
     if len(s) == 0:
         return SimResult(
