@@ -59,10 +59,10 @@ def main(quick: bool = False) -> None:
         "Algorithm comparison",
         "Flow model with α = 5 µs and 100 Gb/s, 1 µs links. Gap = simulated time / lower bound (1 is "
         "optimal) at 1 MB and 256 MB, at 256 MB also with in-order connections (`--fifo`: each "
-        "connection carries its steps in order, as a runtime's channels do), the 256 MB time and bound in ms, and the synthesis time (the "
-        "larger of the two sizes; includes the ps root search and the multi-ring candidate "
-        "simulations). Topology-native schemes appear only on their family. Produced by "
-        "`benchmarks/bench_algorithms.py`.",
+        "connection carries its steps in order, as a runtime's channels do), the 256 MB time and "
+        "bound in ms, and the synthesis time (the larger of the two sizes; includes the ps root "
+        "search, the multi-ring candidate simulations and tree packing's LP). Topology-native "
+        "schemes appear only on their family. Produced by `benchmarks/bench_algorithms.py`.",
         markdown(
             [
                 "topology",
