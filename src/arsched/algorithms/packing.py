@@ -1,26 +1,25 @@
 """Tree packing: AllReduce over spanning trees weighted by a linear program (after ForestColl,
 arXiv 2402.06787, which proves that packing spanning trees attains the cut bound).
 
-Every rank r owns 1/N of the vector; its share is reduced up trees rooted at r (the reverse
-direction) and broadcast back down the same trees. A tree edge {u, v} is the routed path
-u→v plus v→u, so a tree's link usage is symmetric and the cheapest tree under link prices is
-a minimum spanning tree (the same undirected tree serves every root). The LP
+Every rank r owns 1/N of the vector; its share is reduced up trees rooted at r and broadcast
+back down the same trees. A tree edge {u, v} is the routed path u→v plus v→u, so a tree's
+link usage does not depend on its root, and the cheapest tree under link prices is a minimum
+spanning tree. The LP
 
-    maximise λ  s.t.  Σ_k x_{r,k} = λ for every root r,   Σ_{r,k} x_{r,k}·use_k(e) ≤ cap(e)
+    maximise Σ_T x_T   s.t.   Σ_T x_T·use_T(e) ≤ cap(e) for every link e
 
 is solved by column generation with HiGHS (scipy.optimize.linprog): the link duals price the
-paths, scipy's minimum spanning tree prices a new tree, and roots whose dual exceeds its price
-get it as a column. The weights are then turned into chunks: each root's share is cut into
-`pieces` chunks, given to its trees in proportion to their weight (largest remainder), each
-reduced and broadcast on its tree with the steps of a pipelined tree.
+rank pairs, scipy's minimum spanning tree (and jittered variants, seeded) proposes new trees,
+until no tree costs less than 1. Every root then gets 1/N of the total tree rate (the trees are
+dealt out in turn), cut into `pieces` chunks per root (largest remainder), each reduced and
+broadcast on its tree with the steps of a pipelined tree.
 
-Status (measured in docs/results.md): the LP reaches the bound within 1 % on DCell(3,1),
-DCell(4,1) and Jellyfish after 60 column-generation rounds, but converges slowly on BCube and
-tori (one priced tree per variant per round), and the chunk realisation does not stream: all
-chunks start together, so the tree levels load the links unevenly and simulated gaps are
-2–3× in the default flow model; with in-order connections (`simulate_flow(fifo=True)`, as a
-runtime's channels behave) the chunks stream and gaps fall to 1.1–1.2 where the LP converged.
-Column generation over all rank pairs is slow: limited to 64 ranks for now.
+Status (docs/results.md): the LP reaches the bound on the ≤ 32-rank networks of the comparison
+table in about a second, but converges slowly beyond (64 ranks is the limit for now). The
+chunks stream only when connections carry their steps in order (`simulate_flow(fifo=True)`, as
+a runtime's channels do): then gaps are 1.1–1.5; sent all at once (the default flow model)
+they share links until all finish and gaps are 2–3×. Deeper pipelines and faster column
+generation are the next work.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
-MAX_ITERATIONS = 30
+MAX_ITERATIONS = 100
 MAX_RANKS = 64
 VARIANTS = 6  # trees priced per iteration: the minimum spanning tree and jittered variants
 
@@ -73,9 +72,14 @@ def _orient(n: int, iu: np.ndarray, iv: np.ndarray, chosen: np.ndarray, root: in
 
 def pack(
     topology: Topology, ranks: tuple[str, ...], max_iterations: int = MAX_ITERATIONS, seed: int = 0
-) -> tuple[float, list[tuple[int, np.ndarray, float]]]:
-    """(λ, [(root, tree pairs, weight)]): the LP's throughput per root (bytes/s of each root's
-    share) and the weighted trees, as indices into the unordered pair list."""
+) -> tuple[float, list[tuple[np.ndarray, float]]]:
+    """(total tree rate X, [(tree pairs, rate)]): a fractional packing of spanning trees.
+
+    A tree's link usage does not depend on its root, so roots need not be told apart: maximise
+    Σ x_T subject to Σ x_T·use_T(e) ≤ cap(e); every root then gets X/N of tree rate. The dual
+    prices y ≥ 0 of the links make a tree worth adding exactly when its price Σ use_T·y is
+    below 1; the cheapest tree is a minimum spanning tree under the pair prices.
+    """
     n = len(ranks)
     iu, iv, usage = pair_usage(topology, ranks)
     cap = topology.compiled.capacity
@@ -83,72 +87,71 @@ def pack(
     used_links = np.flatnonzero(np.asarray(usage.sum(axis=0)).ravel() > 0)
     sub = usage[:, used_links].tocsr()
     caps = cap[used_links] / scale
-    hops = np.asarray(usage.sum(axis=1)).ravel()
+    lookup = {(a, b): k for k, (a, b) in enumerate(zip(iu.tolist(), iv.tolist(), strict=True))}
 
     def mst(weight: np.ndarray) -> np.ndarray:
         w = sp.csr_array((weight + 1e-9 * weight.max() + 1e-12, (iu, iv)), shape=(n, n))
-        t = minimum_spanning_tree(w).tocoo()
-        lookup = {(a, b): k for k, (a, b) in enumerate(zip(iu.tolist(), iv.tolist(), strict=True))}
-        return np.array(
-            [lookup[(min(a, b), max(a, b))] for a, b in zip(t.row.tolist(), t.col.tolist(), strict=True)]
+        tree = minimum_spanning_tree(w).tocoo()
+        return np.sort(
+            [
+                lookup[(min(a, b), max(a, b))]
+                for a, b in zip(tree.row.tolist(), tree.col.tolist(), strict=True)
+            ]
         )
 
     rng = np.random.default_rng(seed)
-    columns: list[tuple[int, np.ndarray]] = []
-    first = mst(hops.astype(np.float64))
-    columns += [(r, first) for r in range(n)]
-    lam, weights = 0.0, np.zeros(0)
+    columns = [mst(np.asarray(usage.sum(axis=1)).ravel().astype(np.float64))]  # fewest hops
+    known = {columns[0].tobytes()}
+    weights = np.zeros(0)
     for _ in range(max_iterations):
         k = len(columns)
         pick = sp.csr_array(
-            (
-                np.ones(sum(len(t) for _, t in columns)),
-                (
-                    np.repeat(np.arange(k), [len(t) for _, t in columns]),
-                    np.concatenate([t for _, t in columns]),
-                ),
-            ),
+            (np.ones(k * (n - 1)), (np.repeat(np.arange(k), n - 1), np.concatenate(columns))),
             shape=(k, sub.shape[0]),
         )
-        use = (pick @ sub).T  # links × columns
-        roots = np.array([r for r, _ in columns])
-        # variables: x_0..x_{k-1}, λ ; minimise −λ
-        cost = np.zeros(k + 1)
-        cost[-1] = -1.0
-        a_ub = sp.hstack([sp.csr_array(use), sp.csr_array((len(used_links), 1))]).tocsr()
-        a_eq = sp.hstack(
-            [sp.csr_array((np.ones(k), (roots, np.arange(k))), shape=(n, k)), sp.csr_array(-np.ones((n, 1)))]
-        ).tocsr()
-        res = linprog(
-            cost, A_ub=a_ub, b_ub=caps, A_eq=a_eq, b_eq=np.zeros(n), bounds=(0, None), method="highs"
-        )
+        use = (pick @ sub).T.tocsr()  # links × trees
+        res = linprog(-np.ones(k), A_ub=use, b_ub=caps, bounds=(0, None), method="highs")
         if res.status != 0:
             raise ArschedError(f"tree-packing: the LP failed ({res.message})")
-        lam, weights = -res.fun, res.x[:k]
-        price = -res.ineqlin.marginals  # ≥ 0, per used link
-        root_dual = res.eqlin.marginals
-        pair_price = sub @ price
-        known = {(r, t.tobytes()) for r, t in columns}
+        weights = res.x
+        pair_price = sub @ (-res.ineqlin.marginals)  # link prices y ≥ 0, summed per pair
         new = []
-        # the cheapest tree, and cheap variants under jittered prices, for diversity
-        for variant in range(VARIANTS):
-            jitter = 1 + 0.5 * rng.random(len(pair_price)) if variant else 1.0
-            tree = mst(pair_price * jitter)
-            tree_price = pair_price[tree].sum()
-            better = np.flatnonzero(root_dual > tree_price * (1 + 1e-9) + 1e-12)
-            for r in better.tolist():
-                if (r, tree.tobytes()) not in known:
-                    known.add((r, tree.tobytes()))
-                    new.append((r, tree))
+        for variant in range(VARIANTS):  # the cheapest tree, and jittered variants for diversity
+            tree = mst(pair_price * (1 + 0.5 * rng.random(len(pair_price)) if variant else pair_price))
+            if pair_price[tree].sum() < 1 - 1e-9 and tree.tobytes() not in known:
+                known.add(tree.tobytes())
+                new.append(tree)
         if not new:
             break
         columns += new
-    trees = [
-        (r, t, float(w))
-        for (r, t), w in zip(columns[: len(weights)], weights, strict=True)
-        if w > 1e-12 * max(lam, 1e-300)
-    ]
-    return lam * scale, trees
+    trees = [(t, float(w)) for t, w in zip(columns[: len(weights)], weights, strict=True) if w > 1e-12]
+    return float(weights.sum()) * scale, trees
+
+
+def _split(trees: list[tuple[np.ndarray, float]], n: int, pieces: int) -> list[list[tuple[np.ndarray, int]]]:
+    """Pieces per (root, tree): the trees' total rate is dealt out to the roots in turn, each
+    root taking 1/N of it (a tree may be shared by two roots), then rounded to `pieces` chunks
+    per root by largest remainder."""
+    total = sum(w for _, w in trees)
+    share = total / n
+    out: list[list[tuple[np.ndarray, int]]] = []
+    k, left = 0, trees[0][1]
+    for _ in range(n):
+        need, mine = share, []
+        while need > 1e-12 * total and k < len(trees):
+            take = min(need, left)
+            mine.append((trees[k][0], take))
+            need -= take
+            left -= take
+            if left <= 1e-12 * total:
+                k += 1
+                left = trees[k][1] if k < len(trees) else 0.0
+        quota = np.array([w for _, w in mine]) / share * pieces
+        count = np.floor(quota).astype(np.int64)
+        for j in np.argsort(-(quota - count), kind="stable")[: pieces - count.sum()]:
+            count[j] += 1
+        out.append([(t, int(c)) for (t, _), c in zip(mine, count, strict=True) if c])
+    return out
 
 
 @register("tree-packing", "spanning trees weighted by an LP (column generation): bandwidth-optimal packing")
@@ -171,7 +174,7 @@ def tree_packing(
         raise NotApplicable(
             f"tree-packing is limited to {MAX_RANKS} ranks for now: its column generation is too slow beyond"
         )
-    lam, trees = pack(topology, rs, iterations, seed)
+    rate, trees = pack(topology, rs, iterations, seed)
     iu, iv = np.triu_indices(n, 1)
     b = ScheduleBuilder(
         topology,
@@ -179,20 +182,17 @@ def tree_packing(
         nbytes,
         n * pieces,
         "tree-packing",
-        {"params": {"pieces": pieces}, "lp_rate_per_root": lam, "trees": len(trees)},
+        {
+            "params": {"pieces": pieces, "iterations": iterations},
+            "seed": seed,
+            "lp_rate_per_root": rate / n,
+            "trees": len(trees),
+        },
     )
     members = np.arange(n)
-    for r in range(n):
-        mine = [(t, w) for root, t, w in trees if root == r]
-        share = np.array([w for _, w in mine])
-        quota = share / share.sum() * pieces
-        count = np.floor(quota).astype(np.int64)
-        for j in np.argsort(-(quota - count), kind="stable")[: pieces - count.sum()]:
-            count[j] += 1
+    for r, mine in enumerate(_split(trees, n, pieces)):
         chunk = r * pieces
-        for (t, _), c in zip(mine, count, strict=True):
-            if c == 0:
-                continue
+        for t, c in mine:
             parent = _orient(n, iu, iv, t, r)
             add_tree(b, members, parent, tree_heights(parent), np.arange(chunk, chunk + c))
             chunk += c
