@@ -8,7 +8,7 @@ spanning tree. The LP
 
     maximise Σ_T x_T   s.t.   Σ_T x_T·use_T(e) ≤ cap(e) for every link e
 
-is solved by column generation with HiGHS (scipy.optimize.linprog): the link duals price the
+is solved by column generation with HiGHS (highspy, warm-started as columns arrive): the link duals price the
 rank pairs, scipy's minimum spanning tree (and jittered variants, seeded) proposes new trees,
 until no tree costs less than 1. Every root then gets 1/N of the total tree rate (the trees are
 dealt out in turn), cut into `pieces` chunks per root (largest remainder), each reduced and
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from arsched.algorithms.common import check_ranks, check_size
@@ -100,31 +100,49 @@ def pack(
         )
 
     rng = np.random.default_rng(seed)
-    columns = [mst(np.asarray(usage.sum(axis=1)).ravel().astype(np.float64))]  # fewest hops
-    known = {columns[0].tobytes()}
-    weights = np.zeros(0)
-    for _ in range(max_iterations):
-        k = len(columns)
-        pick = sp.csr_array(
-            (np.ones(k * (n - 1)), (np.repeat(np.arange(k), n - 1), np.concatenate(columns))),
-            shape=(k, sub.shape[0]),
+    lp = highspy.Highs()
+    lp.setOptionValue("output_flag", False)
+    lp.setOptionValue("presolve", "off")  # presolve would discard the warm start
+    none = np.zeros(0, dtype=np.int32)
+    lp.addRows(len(caps), np.full(len(caps), -highspy.kHighsInf), caps, 0, none, none, np.zeros(0))
+    lp.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    columns: list[np.ndarray] = []
+
+    def add(tree: np.ndarray) -> None:
+        use = np.asarray(sub[tree].sum(axis=0)).ravel()
+        rows = np.flatnonzero(use).astype(np.int32)
+        lp.addCols(
+            1,
+            np.ones(1),
+            np.zeros(1),
+            np.full(1, highspy.kHighsInf),
+            len(rows),
+            np.zeros(1, dtype=np.int32),
+            rows,
+            use[rows],
         )
-        use = (pick @ sub).T.tocsr()  # links × trees
-        res = linprog(-np.ones(k), A_ub=use, b_ub=caps, bounds=(0, None), method="highs")
-        if res.status != 0:
-            raise ArschedError(f"tree-packing: the LP failed ({res.message})")
-        weights = res.x
-        pair_price = sub @ (-res.ineqlin.marginals)  # link prices y ≥ 0, summed per pair
-        new = []
+        columns.append(tree)
+
+    add(mst(np.asarray(usage.sum(axis=1)).ravel().astype(np.float64)))  # fewest hops
+    known = {columns[0].tobytes()}
+    for _ in range(max_iterations):
+        lp.run()  # warm-started from the previous basis: a few simplex steps per new column
+        if lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise ArschedError(f"tree-packing: the LP failed ({lp.modelStatusToString(lp.getModelStatus())})")
+        pair_price = sub @ np.asarray(lp.getSolution().row_dual)  # link prices y ≥ 0, per pair
+        new = 0
         for variant in range(VARIANTS):  # the cheapest tree, and jittered variants for diversity
             tree = mst(pair_price * (1 + 0.5 * rng.random(len(pair_price)) if variant else pair_price))
             if pair_price[tree].sum() < 1 - 1e-9 and tree.tobytes() not in known:
                 known.add(tree.tobytes())
-                new.append(tree)
+                add(tree)
+                new += 1
         if not new:
             break
-        columns += new
-    trees = [(t, float(w)) for t, w in zip(columns[: len(weights)], weights, strict=True) if w > 1e-12]
+    else:
+        lp.run()
+    weights = np.asarray(lp.getSolution().col_value)
+    trees = [(t, float(w)) for t, w in zip(columns, weights, strict=True) if w > 1e-12]
     return float(weights.sum()) * scale, trees
 
 
