@@ -43,3 +43,26 @@ def test_readme_simulation_block_runs(tmp_path, monkeypatch, capsys):
     assert float(time_s) >= float(bound_s) and float(gap) == pytest.approx(float(time_s) / float(bound_s))
     # the ring on BCube(4,1) has no link conflict within a step: one round per step, 2(N-1) steps
     assert int(rounds) == 2 * (16 - 1)
+
+
+def test_readme_command_line_tour_runs_as_written(tmp_path, monkeypatch, capsys):
+    """Every `arsched` line of the README's tour exits 0, run in order from a fresh folder."""
+    import shlex
+
+    from clihelp import run
+
+    block = re.search(r"```bash\n(arsched topology bcube.*?)```", (ROOT / "README.md").read_text(), re.S)
+    lines = block.group(1).splitlines()
+    monkeypatch.chdir(tmp_path)
+    shared = ROOT.parent / "shared"
+    for line in filter(None, (x.split("  #")[0].strip() for x in lines)):
+        argv = shlex.split(line)
+        assert argv[0] == "arsched"
+        if any(a.startswith("../shared") for a in argv):
+            if not shared.exists():
+                continue
+            argv = [a.replace("../shared", str(shared)) for a in argv]
+        code, _, err = run(capsys, *argv[1:])
+        assert code == 0, (line, err)
+    for made in ("dcell.json", "dcell.png", "schedule.json", "sim.png", "cmp.csv", "gaps.png"):
+        assert (tmp_path / made).exists(), made
