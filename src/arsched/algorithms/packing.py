@@ -15,7 +15,7 @@ dealt out in turn), cut into `pieces` chunks per root (largest remainder), each 
 broadcast on its tree with the steps of a pipelined tree.
 
 Status (docs/results.md): the LP reaches the bound on the ≤ 32-rank networks of the comparison
-table in about a second, but converges slowly beyond (64 ranks is the limit for now). The
+table in under half a second, but converges slowly beyond (64 ranks is the limit for now). The
 chunks stream only when connections carry their steps in order (`simulate_flow(fifo=True)`, as
 a runtime's channels do): then gaps are 1.1–1.5; sent all at once (the default flow model)
 they share links until all finish and gaps are 2–3×. Deeper pipelines and faster column
