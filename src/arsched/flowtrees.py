@@ -31,13 +31,6 @@ class FlowTree:
     root: int
     parent: np.ndarray
 
-    def children(self) -> list[list[int]]:
-        kids: list[list[int]] = [[] for _ in self.parent]
-        for v, p in enumerate(self.parent.tolist()):
-            if p >= 0:
-                kids[p].append(v)
-        return kids
-
 
 LOAD_AWARE_LIMIT = 128  # above this many ranks, ties are broken by index only
 
