@@ -50,9 +50,15 @@ def tree_heights(parent: np.ndarray) -> np.ndarray:
 
 
 def add_tree(
-    b: ScheduleBuilder, members: np.ndarray, parent: np.ndarray, height: np.ndarray, tree_chunks: np.ndarray
+    b: ScheduleBuilder,
+    members: np.ndarray,
+    parent: np.ndarray,
+    height: np.ndarray,
+    tree_chunks: np.ndarray,
+    offsets: np.ndarray | None = None,
 ) -> None:
-    """Pipelined reduce up and broadcast down one tree (positions index `members`)."""
+    """Pipelined reduce up and broadcast down one tree (positions index `members`); chunk k
+    enters the pipeline at step offsets[k] (default k: one chunk per step)."""
     root = int(np.flatnonzero(parent < 0)[0])
     depth = np.zeros(len(parent), dtype=np.int64)
     for v in np.argsort(-height, kind="stable"):  # parents (taller) before children
@@ -60,7 +66,8 @@ def add_tree(
             depth[v] = depth[parent[v]] + 1
     top = int(height[root])
     kids = np.flatnonzero(parent >= 0)
-    for c_pos, c in enumerate(tree_chunks):
+    starts = np.arange(len(tree_chunks)) if offsets is None else np.asarray(offsets)
+    for c_pos, c in zip(starts.tolist(), tree_chunks, strict=True):
         for h in np.unique(height[kids]):
             up = kids[height[kids] == h]
             b.add_rank_arrays(int(h) + c_pos, np.full(len(up), c), members[up], members[parent[up]], "reduce")
