@@ -392,11 +392,11 @@ def compare(
         out.print(f"[dim]{name}: {why}[/dim]")
     if csv_file is not None:
         import csv
-        import io as _io
+        import io
 
         from arsched.fileio import write_atomic
 
-        buf = _io.StringIO()
+        buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(rows[0].as_dict()))
         writer.writeheader()
         writer.writerows(r.as_dict() for r in rows)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from arsched.collective.schedule import Schedule
+from arsched.sim.paths import gather
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,7 @@ class Readiness:
         finished = groups[self.group_left[groups] == 0]
         if not len(finished):
             return np.zeros(0, dtype=np.int64)
-        lens = d.dep_ptr[finished + 1] - d.dep_ptr[finished]
-        idx = np.repeat(d.dep_ptr[finished] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+        idx, _ = gather(d.dep_ptr, finished)
         waiting, counts = np.unique(d.dependents[idx], return_counts=True)
         self.wait_left[waiting] -= counts
         return waiting[self.wait_left[waiting] == 0]

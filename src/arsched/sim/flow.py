@@ -21,7 +21,7 @@ import numpy as np
 from arsched.collective.schedule import Schedule
 from arsched.sim.deps import Dependencies, Readiness, derive
 from arsched.sim.maxmin import incidence, maxmin_rates
-from arsched.sim.paths import CompiledPaths, compile_paths
+from arsched.sim.paths import CompiledPaths, compile_paths, gather, step_groups
 from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
 
 DEFAULT_ALPHA = 5e-6
@@ -33,10 +33,7 @@ def _sweep(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ready and done times if every flow had its path to itself (longest paths in the DAG)."""
     n = len(schedule)
-    _, step = np.unique(schedule.step, return_inverse=True)
-    step = step.ravel()
-    order = np.argsort(step, kind="stable")
-    bounds = np.searchsorted(step[order], np.arange(step.max() + 2)) if n else np.zeros(1, dtype=np.int64)
+    _, groups = step_groups(schedule)
     # waits of every transfer as CSR by transfer
     owner = np.repeat(np.arange(len(deps.size)), np.diff(deps.dep_ptr))
     by_t = np.argsort(deps.dependents, kind="stable")
@@ -46,16 +43,11 @@ def _sweep(
     ready = np.zeros(n)
     done = np.zeros(n)
     duration = alpha + schedule.chunk_bytes / cp.bottleneck + cp.latency
-    for k in range(len(bounds) - 1):
-        rows = order[bounds[k] : bounds[k + 1]]
-        lens = wait_ptr[rows + 1] - wait_ptr[rows]
-        has = lens > 0
-        if has.any():
-            r = rows[has]
-            idx = np.repeat(wait_ptr[r] - np.cumsum(lens[has]) + lens[has], lens[has]) + np.arange(
-                lens[has].sum()
-            )
-            starts = np.cumsum(lens[has]) - lens[has]
+    for rows in groups:
+        r = rows[wait_ptr[rows + 1] > wait_ptr[rows]]
+        if len(r):
+            idx, lens = gather(wait_ptr, r)
+            starts = np.cumsum(lens) - lens
             ready[r] = np.maximum.reduceat(group_done[wait_groups[idx]], starts)
         done[rows] = ready[rows] + duration[rows]
         members = deps.member_of[rows]

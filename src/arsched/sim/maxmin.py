@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from arsched.sim.paths import CompiledPaths
+from arsched.sim.paths import CompiledPaths, gather
 
 
 def incidence(flows: np.ndarray, cp: CompiledPaths) -> tuple[np.ndarray, np.ndarray]:
     """(flow position, link) for every link of every flow in `flows`."""
-    lens = cp.ptr[flows + 1] - cp.ptr[flows]
-    idx = np.repeat(cp.ptr[flows] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+    idx, lens = gather(cp.ptr, flows)
     return np.repeat(np.arange(len(flows)), lens), cp.links[idx]
 
 

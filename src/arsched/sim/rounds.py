@@ -19,7 +19,8 @@ import numpy as np
 from arsched.collective.schedule import Schedule
 from arsched.errors import ArschedError
 from arsched.sim.deps import Readiness, derive
-from arsched.sim.paths import CompiledPaths, compile_paths
+from arsched.sim.maxmin import incidence
+from arsched.sim.paths import CompiledPaths, compile_paths, step_groups
 from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
 
 
@@ -41,21 +42,14 @@ def _first_fit(rows: np.ndarray, cp: CompiledPaths) -> np.ndarray:
 
 def assign_rounds(schedule: Schedule, cp: CompiledPaths) -> tuple[np.ndarray, np.ndarray]:
     """(dense step, round within the step) of every transfer."""
-    _, step = np.unique(schedule.step, return_inverse=True)
-    step = step.ravel()
+    step, groups = step_groups(schedule)
     rnd = np.zeros(len(step), dtype=np.int64)
     if not len(step):
         return step, rnd
     num_links = schedule.topology.compiled.num_links
-    key = step[cp.owner] * num_links + cp.links
-    uniq, counts = np.unique(key, return_counts=True)
-    loaded_steps = np.unique(uniq[counts > 1] // num_links)
-    if len(loaded_steps):
-        order = np.argsort(step, kind="stable")
-        bounds = np.searchsorted(step[order], np.arange(step.max() + 2))
-        for k in loaded_steps.tolist():
-            rows = order[bounds[k] : bounds[k + 1]]
-            rnd[rows] = _first_fit(rows, cp)
+    uniq, counts = np.unique(step[cp.owner] * num_links + cp.links, return_counts=True)
+    for k in np.unique(uniq[counts > 1] // num_links).tolist():  # steps with a loaded link
+        rnd[groups[k]] = _first_fit(groups[k], cp)
     return step, rnd
 
 
@@ -123,10 +117,7 @@ class RoundEngine:
 
     def conflict_free(self, ids: np.ndarray) -> bool:
         """True if no two of the transfers share a directed link."""
-        ids = np.asarray(ids, dtype=np.int64)
-        lens = self.paths.ptr[ids + 1] - self.paths.ptr[ids]
-        idx = np.repeat(self.paths.ptr[ids] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
-        links = self.paths.links[idx]
+        links = incidence(np.asarray(ids, dtype=np.int64), self.paths)[1]
         return len(np.unique(links)) == len(links)
 
     def execute(self, ids: np.ndarray) -> float:
