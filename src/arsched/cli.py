@@ -6,43 +6,16 @@ formed but wrong ends `validate` with exit code 1. Nothing below this module pri
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from arsched.cliapp import SPEC_HELP, app, check_output, emit_json, import_commands, out
 from arsched.errors import ArschedError
-from arsched.topology.spec import SPEC_EXAMPLES
-
-SPEC_HELP = (
-    "A topology: a family spec such as "
-    + ", ".join(f"'{e}'" for e in SPEC_EXAMPLES[:5])
-    + " (add bandwidth=100Gbps, latency=1us, one value or one per level joined by '/'), "
-    "or a file: .json, .graphml, or a .csv host list with columns ip,DSW,PSW,ASW."
-)
-
-app = typer.Typer(
-    name="arsched",
-    help=(
-        "AllReduce scheduling for data-center and GPU-cluster networks.\n\n"
-        "Start with `arsched topology bcube:n=4,k=1` to see a network and its AllReduce lower "
-        "bound, `arsched bound --topology torus:dims=4x4 --size 100MB` for the bound of one "
-        "size, and `arsched validate FILE.json` to prove a schedule computes the right sum."
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-out = Console()
-
-
-def _emit_json(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
 
 
 def _ports(topo: Any) -> int | list[int]:
@@ -55,15 +28,6 @@ def _diameter(topo: Any) -> int:
     if (hops < 0).any():
         raise ArschedError(f"topology {topo.name} is not connected: some servers cannot reach others")
     return int(hops.max())
-
-
-def _check_output(path: Path | None, suffixes: tuple[str, ...], what: str) -> None:
-    if path is None:
-        return
-    if path.suffix.lower() not in suffixes:
-        raise ArschedError(f"{what} {path} must end in {' or '.join(suffixes)}")
-    if not path.parent.exists():
-        raise ArschedError(f"cannot write {path}: folder {path.parent} does not exist")
 
 
 @app.command()
@@ -88,8 +52,8 @@ def topology(
     from arsched.bounds import allgather_cut
     from arsched.topology import parse_spec, save
 
-    _check_output(out_file, (".json", ".graphml"), "--out")
-    _check_output(draw, (".png",), "--draw")
+    check_output(out_file, (".json", ".graphml"), "--out")
+    check_output(draw, (".png",), "--draw")
     topo = parse_spec(spec)
     cut = allgather_cut(topo)
     info = {
@@ -108,7 +72,7 @@ def topology(
 
         draw_topology(topo, draw)
     if as_json:
-        _emit_json(info)
+        emit_json(info)
         return
     bw = np.array([lk.bandwidth for lk in topo.links])
     table = Table(title=topo.name, show_header=False)
@@ -172,7 +136,7 @@ def bound(
         "exact": cut.exact,
     }
     if as_json:
-        _emit_json(info)
+        emit_json(info)
         return
     table = Table(title=f"AllReduce of {size} on {topo.name} ({len(topo.servers)} ranks)", show_header=False)
     table.add_row("allreduce bound (bandwidth)", f"{2 * ag * 1e3:.4f} ms")
@@ -241,7 +205,7 @@ def simulate(
 
     if model not in ("flow", "rounds"):
         raise ArschedError(f"--model must be flow or rounds, got {model!r}")
-    _check_output(plot, (".png",), "--plot")
+    check_output(plot, (".png",), "--plot")
     a = parse_time(alpha) if alpha is not None else (DEFAULT_ALPHA if model == "flow" else 0.0)
     schedule = load(file)
     report = check(schedule)
@@ -256,7 +220,7 @@ def simulate(
 
         plot_simulation(result, plot)
     if as_json:
-        _emit_json(result.to_dict())
+        emit_json(result.to_dict())
         return
     table = Table(
         title=f"{schedule.algorithm} on {schedule.topology.name}: {result.model} model", show_header=False
@@ -313,7 +277,7 @@ def schedule(
     from arsched.topology import parse_spec
     from arsched.units import parse_size
 
-    _check_output(out_file, (".json",), "--out")
+    check_output(out_file, (".json",), "--out")
     nbytes = parse_size(size)
     topo = parse_spec(topology_spec)
     params = {} if chunks is None else {"chunks": chunks}
@@ -354,8 +318,8 @@ def compare(
 
     if model not in ("flow", "rounds"):
         raise ArschedError(f"--model must be flow or rounds, got {model!r}")
-    _check_output(csv_file, (".csv",), "--csv")
-    _check_output(plot, (".png",), "--plot")
+    check_output(csv_file, (".csv",), "--csv")
+    check_output(plot, (".png",), "--plot")
     sizes = [parse_size(x) for x in size.split(",") if x.strip()]
     if not sizes or min(sizes) <= 0:
         raise ArschedError(f"--size needs positive sizes, got {size!r}")
@@ -407,6 +371,9 @@ def compare(
 
         plot_gaps(rows, f"{topo.name}, {model} model", plot)
         out.print(f"wrote {plot}")
+
+
+import_commands()
 
 
 def _usage_error(e: Exception) -> bool:
