@@ -27,6 +27,7 @@ send without storing) is read as `rrcs`: the partial sum stays in the local chun
 
 from __future__ import annotations
 
+import itertools
 import os
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -187,7 +188,7 @@ def to_xml(
     # position of every op once the nops that carry extra waits are in
     where = [[np.cumsum([len(op.deps[:-1]) + 1 for op in seq]) - 1 for seq in tb_ops] for tb_ops in ops]
     lines = [
-        f"<algo name={quoteattr(name or s.algorithm)} proto={quoteattr(proto)} nchannels=\"1\" "
+        f'<algo name={quoteattr(name or s.algorithm)} proto={quoteattr(proto)} nchannels="1" '
         f'nchunksperloop="{s.num_chunks}" ngpus="{n}" coll="allreduce" inplace="1" outofplace="0" '
         f'minBytes="{int(min_bytes)}" maxBytes="{int(max_bytes)}" redop="sum">'
     ]
@@ -249,7 +250,9 @@ class _Program:
     node_where: list[str] = field(default_factory=list)
     node_tb: list[tuple[int, int]] = field(default_factory=list)
     # per connection (sender, receiver, channel): [(node, chunk)] and [(node, chunk, reduce)]
-    sends: dict[tuple[int, int, int], list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    sends: dict[tuple[int, int, int], list[tuple[int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     recvs: dict[tuple[int, int, int], list[tuple[int, int, bool]]] = field(
         default_factory=lambda: defaultdict(list)
     )
@@ -265,7 +268,9 @@ def _buffer(step: ET.Element, key: str, what: str) -> None:
     if value is None:
         raise MscclFormatError(f"{what} has no {key!r} attribute")
     if value == "s":
-        raise MscclFormatError(f"{what} uses the scratch buffer, which arsched's schedule IR has no counterpart for")
+        raise MscclFormatError(
+            f"{what} uses the scratch buffer, which arsched's schedule IR has no counterpart for"
+        )
     if value not in ("i", "o"):
         raise MscclFormatError(f"{what} has {key}={value!r}; MSCCL buffers are 'i', 'o' and 's'")
 
@@ -276,7 +281,9 @@ def _parse_tb(prog: _Program, g: int, tb: ET.Element, what: str) -> tuple[int, l
     send, recv, chan = (_int(tb, k, what) for k in ("send", "recv", "chan"))
     for key, peer in (("send", send), ("recv", recv)):
         if not -1 <= peer < prog.ngpus or peer == g:
-            raise MscclFormatError(f"{what} has {key}={peer}; peers are -1 or another gpu in 0..{prog.ngpus - 1}")
+            raise MscclFormatError(
+                f"{what} has {key}={peer}; peers are -1 or another gpu in 0..{prog.ngpus - 1}"
+            )
     if chan < 0:
         raise MscclFormatError(f"{what} has the negative channel {chan}")
     steps: list[tuple[int, int]] = []
@@ -287,7 +294,9 @@ def _parse_tb(prog: _Program, g: int, tb: ET.Element, what: str) -> tuple[int, l
             raise MscclFormatError(f"{sw} is numbered s={st.get('s')}; steps must be numbered 0, 1, 2, ...")
         kind = st.get("type")
         if kind not in STEP_TYPES:
-            raise MscclFormatError(f"{sw} has the unknown type {kind!r}; MSCCL types are {', '.join(STEP_TYPES)}")
+            raise MscclFormatError(
+                f"{sw} has the unknown type {kind!r}; MSCCL types are {', '.join(STEP_TYPES)}"
+            )
         receives, reduces, sends = STEP_TYPES[kind]
         srcoff, dstoff, cnt = (_int(st, k, sw) for k in ("srcoff", "dstoff", "cnt"))
         depid, deps = _int(st, "depid", sw), _int(st, "deps", sw)
@@ -325,7 +334,7 @@ def _parse_tb(prog: _Program, g: int, tb: ET.Element, what: str) -> tuple[int, l
                 prog.edges.append((first, last))
             prog.sends[(g, send, chan)].extend((last, c) for c in chunks)
         steps.append((first, last))
-    for (_, a), (b, _) in zip(steps, steps[1:], strict=False):
+    for (_, a), (b, _) in itertools.pairwise(steps):
         prog.edges.append((a, b))
     return tid, steps, [(steps[p][0], d, ds, w) for p, d, ds, w in waits]
 
@@ -340,7 +349,9 @@ def _parse(text: str, where: str) -> tuple[_Program, list]:
     coll = root.get("coll")
     if coll != "allreduce":
         raise MscclFormatError(f"{where} is a {coll!r} algorithm; only allreduce can be imported")
-    prog = _Program(_int(root, "ngpus", "<algo>"), _int(root, "nchunksperloop", "<algo>"), root.get("name", "msccl"))
+    prog = _Program(
+        _int(root, "ngpus", "<algo>"), _int(root, "nchunksperloop", "<algo>"), root.get("name", "msccl")
+    )
     if prog.ngpus < 1 or prog.nchunks < 1:
         raise MscclFormatError(f"{where} needs ngpus and nchunksperloop of at least 1")
     seen: set[int] = set()
@@ -360,14 +371,16 @@ def _parse(text: str, where: str) -> tuple[_Program, list]:
             waits += tb_waits
         for node, depid, deps, sw in waits:
             if depid not in blocks or not 0 <= deps < len(blocks[depid]):
-                raise MscclFormatError(f"{sw} waits for step {deps} of thread block {depid}, which gpu {g} lacks")
+                raise MscclFormatError(
+                    f"{sw} waits for step {deps} of thread block {depid}, which gpu {g} lacks"
+                )
             prog.edges.append((blocks[depid][deps][1], node))
     for key in sorted(set(prog.sends) | set(prog.recvs)):
         a, b, chan = key
         out, inn = prog.sends.get(key, []), prog.recvs.get(key, [])
         if len(out) != len(inn):
             raise MscclFormatError(
-                f"gpu {a} sends {len(out)} chunks to gpu {b} on channel {chan} but gpu {b} receives {len(inn)}"
+                f"gpu {a} sends {len(out)} chunks to gpu {b} on channel {chan}; gpu {b} receives {len(inn)}"
             )
         for (sn, sc), (rn, rc, red) in zip(out, inn, strict=True):
             if sc != rc:
@@ -449,7 +462,7 @@ def _constraints(prog: _Program, transfers: list, topo: np.ndarray, ancestors: l
             by_tb[prog.node_tb[node]].append((int(topo[node]), t))
     for seq in by_tb.values():
         seq.sort()
-        rows += [(x[1], y[1], 0) for x, y in zip(seq, seq[1:], strict=False) if x[1] != y[1]]
+        rows += [(x[1], y[1], 0) for x, y in itertools.pairwise(seq) if x[1] != y[1]]
     return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
 
