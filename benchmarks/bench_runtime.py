@@ -67,7 +67,10 @@ def main(quick: bool = False) -> None:
         f"CPU) over **this machine's loopback interface — not the simulated topology**; median of "
         f"{repeat} runs, alternating with `torch.distributed.all_reduce` on the same processes "
         "and inputs. *error* is the max abs difference from torch's result (integer inputs, so 0 "
-        "is exact); *TBs* is the most thread blocks per gpu in the MSCCL XML export. "
+        "is exact); *TBs* is the most thread blocks per gpu in the MSCCL XML export. The machine "
+        "has 2 cores shared with other work and runs 4 ranks, so the small sizes are noisy "
+        "(rerun to see the spread); the tens-of-milliseconds gaps at 64 KB are per-message "
+        "and per-step overheads of gloo and Python, not bandwidth. "
         "`python benchmarks/bench_runtime.py`."
     )
     header = ["algorithm", "MB/rank", "chunks", "steps", "ours ms", "torch ms", "ours/torch", "error", "TBs"]

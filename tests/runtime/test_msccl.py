@@ -13,7 +13,7 @@ import pytest
 from mscclsim import run_xml
 
 from arsched.algorithms import NotApplicable, algorithms, build
-from arsched.collective import save, validate
+from arsched.collective import load, save, validate
 from arsched.runtime.msccl import MscclFormatError, from_xml, save_xml, to_xml
 from arsched.topology import parse_spec
 from clihelp import assert_one_line_error, run
@@ -303,3 +303,22 @@ def test_cli_export_and_import_round_trip(tmp_path, capsys):
         capsys, "export", str(tmp_path / "s.json"), "--proto", "Fast", "--out", str(tmp_path / "x.xml")
     )
     assert_one_line_error(code, err)
+
+
+def test_readme_section_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The README's runtime block, in order; `arsched run` is left to test_executor (it spawns)."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"## Real execution and MSCCL XML\n\n```bash\n(.*?)```", readme, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    lines = [x.split("  #")[0].strip() for x in block.splitlines()]
+    assert any(line.startswith("arsched run") for line in lines)
+    for line in lines:
+        argv = shlex.split(line)
+        if argv[1] != "run":
+            code, _, err = run(capsys, *argv[1:])
+            assert code == 0, (line, err)
+    assert to_xml(load(tmp_path / "back.json")) == (tmp_path / "rhd.xml").read_text()
