@@ -325,7 +325,7 @@ def _watch(procs: list, results, progress, timeout: float, names: Sequence[str])
         now = time.monotonic()
         dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
         if errors or dead:
-            _drain(results, errors, grace=1.0)  # the rank that failed first is the culprit
+            _drain(results, errors, grace=0.3)  # the rank that failed first is the culprit
             if errors:
                 _, rank, msg = min(errors)
                 raise ExecutionError(f"rank {rank} ({names[rank]}) failed: {msg}")
