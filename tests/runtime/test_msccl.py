@@ -141,6 +141,32 @@ def test_rank_order_and_paths_follow_the_given_ranks():
     assert all(t.path == topo.path(t.src, t.dst) for t in back)
 
 
+def test_more_than_32_peers_spread_over_channels():
+    topo = parse_spec("star:n=40")
+    s = build("ps", topo, None, 1e6)  # the root sends to and receives from 39 peers
+    xml = to_xml(s)
+    root = ET.fromstring(xml)
+    assert root.get("nchannels") == "2"
+    for gpu in root:
+        for way in ("send", "recv"):
+            per_channel = defaultdict(int)
+            for tb in gpu:
+                if tb.get(way) != "-1":
+                    per_channel[tb.get("chan")] += 1
+            assert max(per_channel.values()) <= 32
+    back = from_xml(xml, topo, s.ranks, s.nbytes)
+    assert connections(back) == connections(s) and to_xml(back) == xml
+    for seed in range(2):
+        final, truth = run_xml(xml, seed)
+        np.testing.assert_allclose(final, np.broadcast_to(truth, final.shape))
+
+
+def test_too_many_thread_blocks_is_refused():
+    s = build("ps", parse_spec("star:n=110"), None, 1e6)  # the root: 2 x 109 thread blocks
+    with pytest.raises(MscclFormatError, match="216"):
+        to_xml(s)
+
+
 def test_too_many_steps_for_one_thread_block_is_refused():
     s = build("ring", parse_spec("ring:n=2"), None, 1e6, chunks=2 * 130)  # 260 sends to one peer
     with pytest.raises(MscclFormatError, match="fewer chunks"):

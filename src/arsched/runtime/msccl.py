@@ -9,12 +9,14 @@ is marked `hasdep="1"`; a step that must wait for several goes after `nop` steps
 extra waits.
 
 Export writes an in-place program on the input buffer `i` (no scratch): one thread block per
-(rank, peer, direction), all on channel 0. A transfer is a send (`s`) at its source and a
-receive at its destination, `rrc` (receive, reduce, copy) for `reduce` and `r` for `copy`,
-each thread block in step order. Waits follow the step semantics (design §3.3): a send waits
-for the last write of its chunk; a receive waits for the last write of its chunk (two thread
-blocks must never add into the same memory at once, so writes are serialised) and for the
-sends that read the chunk since (they must send the old value).
+(rank, peer, direction), on channel 0 unless a rank has more than MSCCL's 32 thread blocks
+per channel in one direction (then the next channel, the same at both ends). A transfer is a
+send (`s`) at its source and a receive at its destination, `rrc` (receive, reduce, copy) for
+`reduce` and `r` for `copy`, each thread block in step order. Waits follow the step
+semantics (design §3.3): a send waits for the last write of its chunk; a receive waits for
+the last write of its chunk (two thread blocks must never add into the same memory at once,
+so writes are serialised) and for the sends that read the chunk since (they must send the old
+value).
 
 Import matches every connection's sends with its receives in order, builds the
 happens-before order of the program (thread-block order, waits, send before receive), checks
@@ -46,6 +48,8 @@ from arsched.topology.core import Topology
 
 PROTOCOLS = ("Simple", "LL", "LL128")
 MAX_STEPS_PER_TB = 256  # MSCCL_MAX_NUM_STEPS: the interpreter's limit per thread block
+MAX_TBS = 216  # MSCCL_MAX_NUM_THREAD_BLOCKS per gpu (two per A100 SM)
+MAX_TBS_PER_CHANNEL = 32  # MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL, for sends and for receives
 MAX_BYTES = 2**63 - 1  # "every size": the largest int64 the runtime reads for maxBytes
 
 # step type -> (receives, reduces, sends); local ops and nop do none of these
@@ -78,18 +82,32 @@ class _Op:
     deps: list[tuple[int, int]] = field(default_factory=list)
 
 
-def _thread_blocks(src: np.ndarray, dst: np.ndarray, n: int) -> list[dict[tuple[int, int], int]]:
-    """Per rank: (send peer, recv peer) -> thread block id, one block per peer and direction,
-    sorted by (send, recv) so that blocks on the same link sit together."""
-    out = []
-    for r in range(n):
-        keys = {(int(d), -1) for d in np.unique(dst[src == r])}
-        keys |= {(-1, int(a)) for a in np.unique(src[dst == r])}
-        out.append({k: i for i, k in enumerate(sorted(keys))})
+def _channels(src: np.ndarray, dst: np.ndarray) -> dict[tuple[int, int], int]:
+    """A channel per connection (a -> b) such that no rank sends, nor receives, on more than
+    MSCCL's 32 thread blocks per channel: the lowest channel with room at both ends."""
+    used: dict[tuple[str, int, int], int] = defaultdict(int)  # (direction, rank, channel) -> blocks
+    out = {}
+    for a, b in sorted(set(zip(src.tolist(), dst.tolist(), strict=True))):
+        ch = 0
+        while used[("s", a, ch)] >= MAX_TBS_PER_CHANNEL or used[("r", b, ch)] >= MAX_TBS_PER_CHANNEL:
+            ch += 1
+        used[("s", a, ch)] += 1
+        used[("r", b, ch)] += 1
+        out[(a, b)] = ch
     return out
 
 
-def _place_ops(s: Schedule, src: np.ndarray, dst: np.ndarray, tbs: list[dict]) -> tuple:
+def _thread_blocks(chan: dict[tuple[int, int], int], n: int) -> list[dict[tuple[int, int, int], int]]:
+    """Per rank: (send peer, recv peer, channel) -> thread block id, one block per peer and
+    direction, sorted by (send, recv, channel) so that blocks on the same link sit together."""
+    keys: list[set[tuple[int, int, int]]] = [set() for _ in range(n)]
+    for (a, b), ch in chan.items():
+        keys[a].add((b, -1, ch))
+        keys[b].add((-1, a, ch))
+    return [{k: i for i, k in enumerate(sorted(ks))} for ks in keys]
+
+
+def _place_ops(s: Schedule, src: np.ndarray, dst: np.ndarray, tbs: list[dict], chan: dict) -> tuple:
     """The ops of every thread block in step order, and where each transfer's halves went."""
     ops: list[list[list[_Op]]] = [[[] for _ in t] for t in tbs]
     order = np.lexsort((np.arange(len(s)), s.step))
@@ -97,10 +115,10 @@ def _place_ops(s: Schedule, src: np.ndarray, dst: np.ndarray, tbs: list[dict]) -
     recv_at = np.zeros((len(s), 2), dtype=np.int64)
     for t in order.tolist():
         a, b, c = int(src[t]), int(dst[t]), int(s.chunk[t])
-        tb = tbs[a][(b, -1)]
+        tb = tbs[a][(b, -1, chan[(a, b)])]
         send_at[t] = tb, len(ops[a][tb])
         ops[a][tb].append(_Op("s", c))
-        tb = tbs[b][(-1, a)]
+        tb = tbs[b][(-1, a, chan[(a, b)])]
         recv_at[t] = tb, len(ops[b][tb])
         ops[b][tb].append(_Op("r" if s.op[t] == COPY else "rrc", c))
     return ops, order, send_at, recv_at
@@ -180,29 +198,37 @@ def to_xml(
     n = s.num_ranks
     rank_of = s.rank_of_node
     src, dst = rank_of[s.src], rank_of[s.dst]
-    tbs = _thread_blocks(src, dst, n)
-    ops, order, send_at, recv_at = _place_ops(s, src, dst, tbs)
+    chan = _channels(src, dst)
+    tbs = _thread_blocks(chan, n)
+    worst = max(range(n), key=lambda r: len(tbs[r]))
+    if len(tbs[worst]) > MAX_TBS:
+        raise MscclFormatError(
+            f"rank {s.ranks[worst]} needs {len(tbs[worst])} thread blocks (one per peer and direction); "
+            f"MSCCL allows {MAX_TBS}"
+        )
+    ops, order, send_at, recv_at = _place_ops(s, src, dst, tbs, chan)
     _add_waits(s, ops, order, src, dst, send_at, recv_at)
     for tb_ops in ops:
         _prune_waits(tb_ops)
     # position of every op once the nops that carry extra waits are in
     where = [[np.cumsum([len(op.deps[:-1]) + 1 for op in seq]) - 1 for seq in tb_ops] for tb_ops in ops]
+    nchannels = max(chan.values(), default=0) + 1
     lines = [
-        f'<algo name={quoteattr(name or s.algorithm)} proto={quoteattr(proto)} nchannels="1" '
+        f'<algo name={quoteattr(name or s.algorithm)} proto={quoteattr(proto)} nchannels="{nchannels}" '
         f'nchunksperloop="{s.num_chunks}" ngpus="{n}" coll="allreduce" inplace="1" outofplace="0" '
         f'minBytes="{int(min_bytes)}" maxBytes="{int(max_bytes)}" redop="sum">'
     ]
     for r in range(n):
         targets = {(tb, int(where[r][tb][i])) for seq in ops[r] for op in seq for tb, i in op.deps}
         lines.append(f'  <gpu id="{r}" i_chunks="{s.num_chunks}" o_chunks="{s.num_chunks}" s_chunks="0">')
-        for (send, recv), tb in tbs[r].items():
+        for (send, recv, ch), tb in tbs[r].items():
             seq = ops[r][tb]
             if len(seq) and where[r][tb][-1] >= MAX_STEPS_PER_TB:
                 raise MscclFormatError(
                     f"thread block {tb} of rank {s.ranks[r]} needs {where[r][tb][-1] + 1} steps; MSCCL "
                     f"allows {MAX_STEPS_PER_TB}, so build the schedule with fewer chunks"
                 )
-            lines.append(f'    <tb id="{tb}" send="{send}" recv="{recv}" chan="0">')
+            lines.append(f'    <tb id="{tb}" send="{send}" recv="{recv}" chan="{ch}">')
             k = 0
             for op in seq:
                 deps = [(d, int(where[r][d][i])) for d, i in op.deps]
