@@ -154,6 +154,7 @@ class _Rank:
             self.mark(waiting=False)
 
     def inject(self) -> None:
+        """The injected failure: stop for good ("hang") or raise."""
         if self.fault.kind == "hang":
             time.sleep(10**6)
         raise RuntimeError("injected fault")
