@@ -40,7 +40,7 @@ def test_fifo_keeps_the_ring_closed_form(n):
 @pytest.mark.parametrize("spec", ["star:n=5", "bcube:n=2,k=1", "fattree:k=4"])
 def test_fifo_never_beats_the_bound(name, spec):
     topo = parse_spec(spec)
-    params = {"pieces": 8} if name == "tree-packing" else {}  # a short pipeline keeps the test fast
+    params = {"units": 4, "stages": 4} if name == "tree-packing" else {}  # short pipelines: fast
     r = simulate_flow(build(name, topo, None, 32e6, **params), fifo=True)
     assert r.time_s >= r.bound_s * (1 - 1e-9)
     assert (r.end >= r.start).all()

@@ -251,3 +251,24 @@ def test_path_links_marks_missing_hops():
     links = c.path_links(("s0", "s1", "s2")).tolist()
     assert [(t.links[i].src, t.links[i].dst) for i in links] == [("s0", "s1"), ("s1", "s2")]
     assert c.link_index(c.index["s0"], c.index["s3"]) == -1
+
+
+@pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "fattree:k=4", "dcell:n=2,k=1", "torus:dims=3x3"])
+def test_link_paths_match_path_one_by_one(spec):
+    from arsched.topology import parse_spec
+
+    t = parse_spec(spec)
+    c, r = t.compiled, t.router
+    idx = np.array([c.index[s] for s in t.servers])
+    src, dst = np.repeat(idx, len(idx)), np.tile(idx, len(idx))
+    keep = src != dst
+    ptr, links = r.link_paths(src[keep], dst[keep])
+    for i, (a, b) in enumerate(zip(src[keep], dst[keep], strict=True)):
+        expect = c.path_links(r.path(c.node_ids[a], c.node_ids[b]))
+        assert links[ptr[i] : ptr[i + 1]].tolist() == expect.tolist()
+
+
+def test_link_paths_refuse_a_pair_with_no_path(islands):
+    c = islands.compiled
+    with pytest.raises(TopologyError, match="reach"):
+        islands.router.link_paths(np.array([c.index["a0"]]), np.array([c.index["b0"]]))

@@ -66,15 +66,21 @@ def add_tree(
             depth[v] = depth[parent[v]] + 1
     top = int(height[root])
     kids = np.flatnonzero(parent >= 0)
-    starts = np.arange(len(tree_chunks)) if offsets is None else np.asarray(offsets)
-    for c_pos, c in zip(starts.tolist(), tree_chunks, strict=True):
-        for h in np.unique(height[kids]):
-            up = kids[height[kids] == h]
-            b.add_rank_arrays(int(h) + c_pos, np.full(len(up), c), members[up], members[parent[up]], "reduce")
-        for d in np.unique(depth[kids]):
-            down = kids[depth[kids] == d]
-            step = top + int(d) + c_pos
-            b.add_rank_arrays(step, np.full(len(down), c), members[parent[down]], members[down], "copy")
+    chunks = np.asarray(tree_chunks)
+    starts = np.arange(len(chunks)) if offsets is None else np.asarray(offsets)
+
+    def add(nodes: np.ndarray, first: int, src: np.ndarray, dst: np.ndarray, op: str) -> None:
+        k = len(nodes)  # every chunk crosses these edges, chunk c at step first + starts[c]
+        step = np.repeat(starts + first, k)
+        reps = len(chunks)
+        b.add_rank_arrays(step, np.repeat(chunks, k), np.tile(src, reps), np.tile(dst, reps), op)
+
+    for h in np.unique(height[kids]):
+        up = kids[height[kids] == h]
+        add(up, int(h), members[up], members[parent[up]], "reduce")
+    for d in np.unique(depth[kids]):
+        down = kids[depth[kids] == d]
+        add(down, top + int(d), members[parent[down]], members[down], "copy")
 
 
 @register("dbtree", "NCCL's double binary tree: two mirrored pipelined trees, half the data each")

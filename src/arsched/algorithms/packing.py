@@ -1,32 +1,42 @@
 """Tree packing: AllReduce over spanning trees weighted by a linear program (after ForestColl,
 arXiv 2402.06787, which proves that packing spanning trees attains the cut bound).
 
-Every rank r owns 1/N of the vector; its share is reduced up trees rooted at r and broadcast
-back down the same trees. A tree edge {u, v} is the routed path u→v plus v→u, so a tree's
-link usage does not depend on its root, and the cheapest tree under link prices is a minimum
-spanning tree. The LP
+A tree edge {u, v} is the routed path u→v plus v→u: a tree reduces its share of the vector up
+to a root and broadcasts it back down the same edges, so every edge is crossed once each way
+and a tree's link usage does not depend on where its root is. The LP
 
     maximise Σ_T x_T   s.t.   Σ_T x_T·use_T(e) ≤ cap(e) for every link e
 
-is solved by column generation with HiGHS (highspy, warm-started as columns arrive): the link duals price the
-rank pairs, scipy's minimum spanning tree (and jittered variants, seeded) proposes new trees,
-until no tree costs less than 1. Every root then gets 1/N of the total tree rate (the trees are
-dealt out in turn), cut into `pieces` chunks per root (largest remainder), each reduced and
-broadcast on its tree with the steps of a pipelined tree; a tree's chunks enter the pipeline
-spread evenly over `pieces` steps, so that all trees stream until the end, each in proportion
-to its weight.
+(M bytes then take M / Σ x_T) is solved by column generation with HiGHS (highspy, primal
+simplex warm-started as columns arrive). Its link duals price the rank pairs; oracles propose
+trees: the minimum spanning tree under those prices (the exact pricing problem) with jittered
+variants, and depth-limited Prim trees (stars for depth 1) from the cheapest centres. It stops
+once the rate is within `TOLERANCE` of the cut bound's, which no packing can beat.
 
-Status (docs/results.md): the LP reaches the bound on the ≤ 32-rank networks of the comparison
-table in under half a second, but converges slowly beyond (64 ranks is the limit for now). The
-chunks stream only when connections carry their steps in order (`simulate_flow(fifo=True)`, as
-a runtime's channels do): then gaps are about 1.1–1.2 with 32 pieces (1.06–1.14 with 64);
-sent all at once (the default flow model) they share links until all finish and gaps are
-2–3×. Closing the last 10 % and faster column generation are the next work.
+Many packings reach the optimum and they differ in depth, which pipelining pays for, so a
+second LP gives up `DEPTH_SLACK` of the rate to minimise the rate-weighted depth, over a pool
+that adds depth-limited Prim trees from every rank; each tree is hung from its centre.
+
+Discretisation: the vector is cut into `units`·`stages` equal chunks, dealt to the trees in
+proportion to their rates (largest remainder), and every tree's chunks are spread evenly over
+`stages` pipeline steps, about `units`·x_T/X of them entering at each: every step, the trees'
+concurrent flows on a link stand in the LP's proportions, so max-min sharing gives each tree
+its LP rate. More stages shorten fill and drain, fewer pay the per-step overhead (α plus the
+path latency) less often (see `default_stages`).
+
+Pipelining needs connections that carry their steps in order, as a runtime's channels do:
+simulate with `simulate_flow(..., fifo=True)`. Sent all at once (the default flow model),
+every chunk of every level shares the links at the same time and the pipeline does not form.
+
+Limits (docs/results.md): column generation converges in well under a second up to 32 ranks
+but slowly beyond (tens of seconds at 128 ranks on a fat-tree, and short of the optimum after
+200 iterations on BCube(4,2)), so tree packing refuses more than `MAX_RANKS` ranks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import highspy
 import numpy as np
@@ -36,13 +46,39 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 from arsched.algorithms.common import check_ranks, check_size
 from arsched.algorithms.dbtree import add_tree, tree_heights
 from arsched.algorithms.registry import NotApplicable, register
+from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
-MAX_ITERATIONS = 100
+MAX_ITERATIONS = 200
 MAX_RANKS = 64
-VARIANTS = 6  # trees priced per iteration: the minimum spanning tree and jittered variants
+MAX_STAGES = 256
+UNITS = 32  # default parallel pipelines: the trees' shares are rounded to 1/(UNITS·stages)
+VARIANTS = 4  # jittered spanning trees and Prim centres priced per iteration
+DEPTHS = (1, 2, 3, 4)  # height limits of the shallow-tree oracle
+DEPTH_SLACK = 0.005  # share of the optimum given up for shallower trees
+TOLERANCE = 0.002  # stop when the rate is this close to the cut bound's
+DEFAULT_ALPHA = 5e-6  # the flow model's default per-transfer overhead
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Spanning trees over the ranks with rates that fit every link's capacity.
+
+    `rate` is Σ x_T in bytes/s (an AllReduce of M bytes per rank takes M / rate at best);
+    `optimum` is the first LP's rate before `DEPTH_SLACK` was given up. Tree i is `pairs[i]`
+    (indices into the upper-triangle rank pairs), `parents[i]` hung from its centre, of height
+    `heights[i]`, with rate `weights[i]`.
+    """
+
+    rate: float
+    optimum: float
+    pairs: list[np.ndarray]
+    parents: list[np.ndarray]
+    heights: np.ndarray
+    weights: np.ndarray
+    iterations: int
 
 
 def pair_usage(topology: Topology, ranks: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, sp.csr_array]:
@@ -50,37 +86,145 @@ def pair_usage(topology: Topology, ranks: tuple[str, ...]) -> tuple[np.ndarray, 
     (pairs × links) count matrix."""
     n = len(ranks)
     iu, iv = np.triu_indices(n, 1)
-    pairs = [(ranks[a], ranks[b]) for a, b in zip(iu, iv, strict=True)]
     c = topology.compiled
-    paths = topology.router.paths(pairs + [(b, a) for a, b in pairs])
-    rows, cols = [], []
-    for k, p in enumerate(paths):
-        links = c.path_links(p)
-        rows.append(np.full(len(links), k % len(pairs)))
-        cols.append(links)
-    r, col = np.concatenate(rows), np.concatenate(cols)
-    usage = sp.csr_array((np.ones(len(r)), (r, col)), shape=(len(pairs), c.num_links))
+    nodes = np.array([c.index[r] for r in ranks])
+    ptr, links = topology.router.link_paths(
+        np.concatenate([nodes[iu], nodes[iv]]), np.concatenate([nodes[iv], nodes[iu]])
+    )
+    rows = np.repeat(np.arange(len(ptr) - 1) % len(iu), np.diff(ptr))
+    usage = sp.csr_array((np.ones(len(rows)), (rows, links)), shape=(len(iu), c.num_links))
     return iu, iv, usage
 
 
-def _orient(n: int, iu: np.ndarray, iv: np.ndarray, chosen: np.ndarray, root: int) -> np.ndarray:
-    """Parent array of the spanning tree made of the chosen pairs, hung from `root`."""
-    g = sp.csr_array((np.ones(len(chosen)), (iu[chosen], iv[chosen])), shape=(n, n))
-    _, pred = breadth_first_order(g, root, directed=False, return_predecessors=True)
+def hang(n: int, iu: np.ndarray, iv: np.ndarray, tree: np.ndarray) -> tuple[np.ndarray, int]:
+    """(parent array, height) of a spanning tree given by its pairs, hung from its centre (the
+    middle of a longest path, which minimises the height)."""
+    g = sp.csr_array((np.ones(len(tree)), (iu[tree], iv[tree])), shape=(n, n))
+
+    def bfs(root: int) -> tuple[np.ndarray, np.ndarray]:
+        order, pred = breadth_first_order(g, root, directed=False, return_predecessors=True)
+        return order, pred
+
+    far = int(bfs(0)[0][-1])  # BFS visits in order of distance: the last node is a farthest one
+    order, pred = bfs(far)
+    path = [int(order[-1])]
+    while path[-1] != far:
+        path.append(int(pred[path[-1]]))
+    centre = path[len(path) // 2]
+    _, pred = bfs(centre)
     parent = np.where(pred < 0, -1, pred)
-    parent[root] = -1
-    return parent
+    parent[centre] = -1
+    return parent, len(path) // 2
+
+
+class _Oracles:
+    """Propose spanning trees that are cheap under pair prices: the minimum spanning tree (the
+    exact pricing problem) and jittered variants, stars, and shortest-path trees."""
+
+    def __init__(self, n: int, iu: np.ndarray, iv: np.ndarray, seed: int) -> None:
+        self.n, self.iu, self.iv = n, iu, iv
+        self.index = np.zeros((n, n), dtype=np.int64)
+        self.index[iu, iv] = self.index[iv, iu] = np.arange(len(iu))
+        self.rng = np.random.default_rng(seed)
+
+    def _of_edges(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.sort(self.index[a, b])
+
+    def propose(self, price: np.ndarray) -> list[tuple[np.ndarray, int | None]]:
+        """Candidate trees under pair prices, each with its height where the oracle knows it."""
+        n, iu, iv = self.n, self.iu, self.iv
+        eps = 1e-9 * price.max() + 1e-12  # zero prices would vanish from the sparse graph
+        out: list[tuple[np.ndarray, int | None]] = []
+        for variant in range(VARIANTS):
+            w = price * (1 + 0.5 * self.rng.random(len(price))) if variant else price
+            t = minimum_spanning_tree(sp.csr_array((w + eps, (iu, iv)), shape=(n, n))).tocoo()
+            out.append((self._of_edges(t.row, t.col), None))
+        centres = np.argsort(self._dense(price).sum(axis=1), kind="stable")[:VARIANTS]
+        for limit in DEPTHS:
+            out.extend(self.prims(price, centres, limit))
+        return out
+
+    def prims(self, price: np.ndarray, roots: np.ndarray, limit: int) -> list[tuple[np.ndarray, int]]:
+        """The depth-limited Prim trees from every root under pair prices, with their depths."""
+        return self._prims(self._dense(price), np.asarray(roots), limit)
+
+    def _dense(self, price: np.ndarray) -> np.ndarray:
+        dense = np.zeros((self.n, self.n))
+        dense[self.iu, self.iv] = dense[self.iv, self.iu] = np.maximum(price, 0) + 1e-9 * price.max() + 1e-12
+        return dense
+
+    def _prims(self, dense: np.ndarray, roots: np.ndarray, limit: int) -> list[tuple[np.ndarray, int]]:
+        """Prim's algorithm from each root at once (one row per root), attaching only to nodes
+        above depth `limit`: cheap trees of height at most `limit` (stars for 1)."""
+        n, rows = self.n, np.arange(len(roots))
+        free = np.ones((len(roots), n), dtype=bool)
+        free[rows, roots] = False
+        depth = np.zeros((len(roots), n), dtype=np.int64)
+        best = dense[roots].copy()
+        via = np.repeat(roots[:, None], n, axis=1)
+        parent = np.full((len(roots), n), -1)
+        for _ in range(n - 1):
+            v = np.argmin(np.where(free, best, np.inf), axis=1)
+            free[rows, v] = False
+            parent[rows, v] = via[rows, v]
+            depth[rows, v] = depth[rows, parent[rows, v]] + 1
+            grow = rows[depth[rows, v] < limit]
+            cand = dense[v[grow]]
+            better = cand < best[grow]
+            best[grow] = np.where(better, cand, best[grow])
+            via[grow] = np.where(better, v[grow][:, None], via[grow])
+        kids = [np.flatnonzero(p >= 0) for p in parent]
+        tall = depth.max(axis=1).tolist()
+        return [(self._of_edges(p[k], k), h) for p, k, h in zip(parent, kids, tall, strict=True)]
+
+
+class _TreeLP:
+    """The packing LP over the trees found so far, in HiGHS, warm-started as columns arrive."""
+
+    def __init__(self, caps: np.ndarray) -> None:
+        self.lp = highspy.Highs()
+        self.lp.setOptionValue("output_flag", False)
+        self.lp.setOptionValue("presolve", "off")  # presolve would discard the warm start
+        self.lp.setOptionValue("simplex_strategy", 4)  # primal: new columns keep the basis feasible
+        none = np.zeros(0, dtype=np.int32)
+        self.lp.addRows(len(caps), np.full(len(caps), -highspy.kHighsInf), caps, 0, none, none, np.zeros(0))
+        self.lp.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        self.count = 0
+
+    def add(self, use: np.ndarray) -> None:
+        rows = np.flatnonzero(use).astype(np.int32)
+        inf, start = np.full(1, highspy.kHighsInf), np.zeros(1, dtype=np.int32)
+        self.lp.addCols(1, np.ones(1), np.zeros(1), inf, len(rows), start, rows, use[rows])
+        self.count += 1
+
+    def solve(self) -> tuple[np.ndarray, np.ndarray]:
+        """(column values, row duals) of the optimum."""
+        self.lp.run()
+        status = self.lp.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise ArschedError(f"tree-packing: the LP failed ({self.lp.modelStatusToString(status)})")
+        sol = self.lp.getSolution()
+        return np.asarray(sol.col_value), np.asarray(sol.row_dual)
+
+    def shallowest(self, rate: float, depth: np.ndarray) -> np.ndarray:
+        """Column values that keep Σx ≥ rate and minimise Σ x·depth (the second LP)."""
+        cols = np.arange(self.count, dtype=np.int32)
+        self.lp.changeColsCost(self.count, cols, depth.astype(np.float64))
+        self.lp.changeObjectiveSense(highspy.ObjSense.kMinimize)
+        self.lp.addRow(rate, highspy.kHighsInf, self.count, cols, np.ones(self.count))
+        return self.solve()[0]
 
 
 def pack(
     topology: Topology, ranks: tuple[str, ...], max_iterations: int = MAX_ITERATIONS, seed: int = 0
-) -> tuple[float, list[tuple[np.ndarray, float]]]:
-    """(total tree rate X, [(tree pairs, rate)]): a fractional packing of spanning trees.
+) -> Packing:
+    """A fractional packing of spanning trees over `ranks` (see the module docstring).
 
-    A tree's link usage does not depend on its root, so roots need not be told apart: maximise
-    Σ x_T subject to Σ x_T·use_T(e) ≤ cap(e); every root then gets X/N of tree rate. The dual
-    prices y ≥ 0 of the links make a tree worth adding exactly when its price Σ use_T·y is
-    below 1; the cheapest tree is a minimum spanning tree under the pair prices.
+    The dual prices y ≥ 0 of the links make a tree worth adding exactly when its price
+    Σ use_T·y is below 1. Column generation stops when the rate is within `TOLERANCE` of the
+    cut bound's (which no packing can exceed, so the packing is then proven near-optimal), when
+    no oracle finds a tree worth adding (the minimum spanning tree is the exact oracle, so the
+    LP is optimal), or after `max_iterations` rounds (feasible, perhaps below the optimum).
     """
     n = len(ranks)
     iu, iv, usage = pair_usage(topology, ranks)
@@ -88,90 +232,83 @@ def pack(
     scale = cap.max()
     used_links = np.flatnonzero(np.asarray(usage.sum(axis=0)).ravel() > 0)
     sub = usage[:, used_links].tocsr()
-    caps = cap[used_links] / scale
-    lookup = {(a, b): k for k, (a, b) in enumerate(zip(iu.tolist(), iv.tolist(), strict=True))}
-
-    def mst(weight: np.ndarray) -> np.ndarray:
-        w = sp.csr_array((weight + 1e-9 * weight.max() + 1e-12, (iu, iv)), shape=(n, n))
-        tree = minimum_spanning_tree(w).tocoo()
-        return np.sort(
-            [
-                lookup[(min(a, b), max(a, b))]
-                for a, b in zip(tree.row.tolist(), tree.col.tolist(), strict=True)
-            ]
-        )
-
-    rng = np.random.default_rng(seed)
-    lp = highspy.Highs()
-    lp.setOptionValue("output_flag", False)
-    lp.setOptionValue("presolve", "off")  # presolve would discard the warm start
-    none = np.zeros(0, dtype=np.int32)
-    lp.addRows(len(caps), np.full(len(caps), -highspy.kHighsInf), caps, 0, none, none, np.zeros(0))
-    lp.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    target = 1.0 / allreduce_bound(topology, ranks, 1.0) / scale
+    lp = _TreeLP(cap[used_links] / scale)
+    oracles = _Oracles(n, iu, iv, seed)
     columns: list[np.ndarray] = []
+    heights: list[int | None] = []
+    uses: list[np.ndarray] = []
+    known: set[bytes] = set()
 
-    def add(tree: np.ndarray) -> None:
-        use = np.asarray(sub[tree].sum(axis=0)).ravel()
-        rows = np.flatnonzero(use).astype(np.int32)
-        lp.addCols(
-            1,
-            np.ones(1),
-            np.zeros(1),
-            np.full(1, highspy.kHighsInf),
-            len(rows),
-            np.zeros(1, dtype=np.int32),
-            rows,
-            use[rows],
-        )
+    def add(tree: np.ndarray, height: int | None) -> bool:
+        if tree.tobytes() in known:
+            return False
+        known.add(tree.tobytes())
+        uses.append(np.asarray(sub[tree].sum(axis=0)).ravel())
+        lp.add(uses[-1])
         columns.append(tree)
+        heights.append(height)
+        return True
 
-    add(mst(np.asarray(usage.sum(axis=1)).ravel().astype(np.float64)))  # fewest hops
-    known = {columns[0].tobytes()}
-    for _ in range(max_iterations):
-        lp.run()  # warm-started from the previous basis: a few simplex steps per new column
-        if lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            raise ArschedError(f"tree-packing: the LP failed ({lp.modelStatusToString(lp.getModelStatus())})")
-        pair_price = sub @ np.asarray(lp.getSolution().row_dual)  # link prices y ≥ 0, per pair
-        new = 0
-        for variant in range(VARIANTS):  # the cheapest tree, and jittered variants for diversity
-            tree = mst(pair_price * (1 + 0.5 * rng.random(len(pair_price)) if variant else pair_price))
-            if pair_price[tree].sum() < 1 - 1e-9 and tree.tobytes() not in known:
-                known.add(tree.tobytes())
-                add(tree)
-                new += 1
-        if not new:
+    def shallow_pool(price: np.ndarray) -> None:
+        for limit in DEPTHS:
+            for tree, height in oracles.prims(price, np.arange(n), limit):
+                add(tree, height)
+
+    hops = np.asarray(usage.sum(axis=1)).ravel().astype(np.float64)
+    shallow_pool(hops)  # short, shallow trees from every rank to start from
+    for tree, height in oracles.propose(hops):
+        add(tree, height)
+    iterations = 0
+    while iterations < max_iterations:
+        iterations += 1
+        weights, duals = lp.solve()
+        if weights.sum() >= target * (1 - TOLERANCE):
             break
-    else:
-        lp.run()
-    weights = np.asarray(lp.getSolution().col_value)
-    trees = [(t, float(w)) for t, w in zip(columns, weights, strict=True) if w > 1e-12]
-    return float(weights.sum()) * scale, trees
+        price = sub @ duals  # link prices y ≥ 0, summed per pair
+        if not sum(add(t, h) for t, h in oracles.propose(price) if price[t].sum() < 1 - 1e-9):
+            break
+    weights, duals = lp.solve()
+    optimum = float(weights.sum())
+    shallow_pool(sub @ duals)  # more shallow trees for the second LP
+    height = np.array(
+        [hang(n, iu, iv, t)[1] if h is None else h for t, h in zip(columns, heights, strict=True)]
+    )
+    weights = lp.shallowest(optimum * (1 - DEPTH_SLACK), 2 * height - 1)
+    keep = np.flatnonzero(weights > 1e-9 * optimum)
+    hung = [hang(n, iu, iv, columns[i]) for i in keep]
+    return Packing(
+        rate=float(weights[keep].sum()) * scale,
+        optimum=optimum * scale,
+        pairs=[columns[i] for i in keep],
+        parents=[p for p, _ in hung],
+        heights=np.array([h for _, h in hung]),
+        weights=weights[keep] * scale,
+        iterations=iterations,
+    )
 
 
-def _split(trees: list[tuple[np.ndarray, float]], n: int, pieces: int) -> list[list[tuple[np.ndarray, int]]]:
-    """Pieces per (root, tree): the trees' total rate is dealt out to the roots in turn, each
-    root taking 1/N of it (a tree may be shared by two roots), then rounded to `pieces` chunks
-    per root by largest remainder."""
-    total = sum(w for _, w in trees)
-    share = total / n
-    out: list[list[tuple[np.ndarray, int]]] = []
-    k, left = 0, trees[0][1]
-    for _ in range(n):
-        need, mine = share, []
-        while need > 1e-12 * total and k < len(trees):
-            take = min(need, left)
-            mine.append((trees[k][0], take))
-            need -= take
-            left -= take
-            if left <= 1e-12 * total:
-                k += 1
-                left = trees[k][1] if k < len(trees) else 0.0
-        quota = np.array([w for _, w in mine]) / share * pieces
-        count = np.floor(quota).astype(np.int64)
-        for j in np.argsort(-(quota - count), kind="stable")[: pieces - count.sum()]:
-            count[j] += 1
-        out.append([(t, int(c)) for (t, _), c in zip(mine, count, strict=True) if c])
-    return out
+def deal(weights: np.ndarray, chunks: int) -> np.ndarray:
+    """Chunks per tree in proportion to the weights, rounded by largest remainder."""
+    quota = weights / weights.sum() * chunks
+    count = np.floor(quota).astype(np.int64)
+    count[np.argsort(-(quota - count), kind="stable")[: chunks - count.sum()]] += 1
+    return count
+
+
+def default_stages(packing: Packing, topology: Topology, nbytes: float, alpha: float) -> int:
+    """The pipeline length S = √(T / (α + latency)), T the LP's time for the size: every step
+    costs each connection α plus the path latency, and the fill and drain cost a few steps'
+    time. Measured on the comparison networks (docs/results.md), this S sits in the flat part
+    of the curve between the two."""
+    lat = alpha + float(topology.compiled.latency.max()) * 2
+    return int(np.clip(round(np.sqrt(nbytes / packing.rate / lat)), 1, MAX_STAGES))
+
+
+def _positive(value: object, name: str) -> int:
+    if not (isinstance(value, (int, np.integer)) and value >= 1):
+        raise ArschedError(f"tree-packing: {name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 @register("tree-packing", "spanning trees weighted by an LP (column generation): bandwidth-optimal packing")
@@ -179,44 +316,48 @@ def tree_packing(
     topology: Topology,
     ranks: Sequence[str] | None = None,
     nbytes: float = 1e8,
-    pieces: int = 32,
+    units: int | None = None,
+    stages: int | None = None,
+    alpha: float = DEFAULT_ALPHA,
     iterations: int = MAX_ITERATIONS,
     seed: int = 0,
 ) -> Schedule:
-    """Tree packing; `pieces` chunks per rank's share (more follow the LP weights closer),
-    at most `iterations` rounds of column generation, `seed` for the jittered tree prices."""
+    """Tree packing: `units` parallel pipelines (default `UNITS`) of `stages` steps (default
+    `default_stages`, tuned for a per-transfer overhead `alpha`), over trees from at most
+    `iterations` rounds of column generation; `seed` for the jittered tree prices."""
     rs = check_ranks(topology, ranks, "tree-packing")
     nbytes = check_size(nbytes, "tree-packing")
-    if not (isinstance(pieces, (int, np.integer)) and pieces >= 1):
-        raise ArschedError(f"tree-packing: pieces must be a positive integer, got {pieces!r}")
     n = len(rs)
     if n > MAX_RANKS:
-        raise NotApplicable(
-            f"tree-packing is limited to {MAX_RANKS} ranks for now: its column generation is too slow beyond"
-        )
-    rate, trees = pack(topology, rs, iterations, seed)
-    iu, iv = np.triu_indices(n, 1)
+        raise NotApplicable(f"tree-packing is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
+    if not (float(alpha) >= 0 and np.isfinite(alpha)):
+        raise ArschedError(f"tree-packing: alpha must be a non-negative number of seconds, got {alpha!r}")
+    packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
+    if stages is None:
+        stages = default_stages(packing, topology, nbytes, alpha)
+    stages = _positive(stages, "stages")
+    units = _positive(UNITS if units is None else units, "units")
+    count = deal(packing.weights, units * stages)
     b = ScheduleBuilder(
         topology,
         rs,
         nbytes,
-        n * pieces,
+        units * stages,
         "tree-packing",
         {
-            "params": {"pieces": pieces, "iterations": iterations},
+            "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
             "seed": seed,
-            "lp_rate_per_root": rate / n,
-            "trees": len(trees),
+            "lp_rate": packing.rate,
+            "lp_optimum": packing.optimum,
+            "trees": int((count > 0).sum()),
+            "max_height": int(packing.heights[count > 0].max()),
         },
     )
     members = np.arange(n)
-    for r, mine in enumerate(_split(trees, n, pieces)):
-        chunk = r * pieces
-        for t, c in mine:
-            parent = _orient(n, iu, iv, t, r)
-            # spread the tree's chunks evenly over the common pipeline of `pieces` steps, so
-            # that every tree streams until the end in proportion to its weight
-            offsets = np.arange(c) * pieces // c
-            add_tree(b, members, parent, tree_heights(parent), np.arange(chunk, chunk + c), offsets)
-            chunk += c
+    first = 0
+    for parent, c in zip(packing.parents, count.tolist(), strict=True):
+        if c:  # c chunks spread evenly over the steps: about c / stages enter at each
+            chunks = np.arange(first, first + c)
+            add_tree(b, members, parent, tree_heights(parent), chunks, np.arange(c) * stages // c)
+            first += c
     return b.build()

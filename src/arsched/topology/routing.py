@@ -109,6 +109,30 @@ class Router:
         self.prepare(d for _, d in pairs)
         return [self.path(s, d) for s, d in pairs]
 
+    def link_paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The links of the default paths (as `path` chooses them) for many (src, dst) node-index
+        pairs at once, as CSR: pair i's links are `links[ptr[i]:ptr[i + 1]]`. Vectorised over
+        the pairs, one step per hop."""
+        c = self._c
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        targets = np.unique(dst)
+        self.prepare(c.node_ids[t] for t in targets)
+        row = np.searchsorted(targets, dst)
+        hops = np.stack([self._dist[int(t)] for t in targets])[row, src].astype(np.int64)
+        bad = np.flatnonzero((hops == UNREACHABLE) | (src == dst))
+        if len(bad):
+            self.path(c.node_ids[src[bad[0]]], c.node_ids[dst[bad[0]]])  # raises the right error
+        nxt = np.stack([self._next_hop(int(t)) for t in targets])
+        ptr = np.concatenate([[0], np.cumsum(hops)])
+        links = np.empty(ptr[-1], dtype=np.int64)
+        cur = src.copy()
+        for k in range(int(hops.max(initial=0))):
+            on = np.flatnonzero(hops > k)
+            step = nxt[row[on], cur[on]]
+            links[ptr[on] + k] = np.asarray(c.adjacency[cur[on], step]).ravel() - 1
+            cur[on] = step
+        return ptr, links
+
     # ---- alternatives ----------------------------------------------------------------------
     def ecmp_paths(self, src: str, dst: str, limit: int = 64) -> list[tuple[str, ...]]:
         """All fewest-hop paths src -> dst in lexicographic node-index order (at most `limit`).
