@@ -70,6 +70,7 @@ def main(quick: bool = False) -> None:
                 "algorithm",
                 "gap 1 MB",
                 "gap 256 MB",
+                "gap 256 MB, in order",
                 "time 256 MB (ms)",
                 "bound (ms)",
                 "synthesis (ms)",
