@@ -171,7 +171,12 @@ def sweep(
         by_id = {t.id: t for t in todo}
         if progress:
             progress(summary.skipped, summary.total)
-        outcomes = run_ray(todo, address, workers) if backend == "ray" else run_local(todo, workers)
+        if not todo:
+            outcomes: Iterator[Outcome] = iter(())
+        elif backend == "ray":
+            outcomes = run_ray(todo, address, workers)
+        else:
+            outcomes = run_local(todo, workers)
         for task_id, row, error in outcomes:
             task = by_id[task_id]
             if row is not None:
