@@ -148,3 +148,20 @@ def test_failed_tasks_are_reported_and_retried(capsys, monkeypatch, small_config
     assert {r["algorithm"] for r in read_rows(out, "algorithm")} == {"ps", "ring"}
     code, text, _ = run(capsys, "sweep", str(small_config), "--out", str(out), "--workers", "1")
     assert code == 1 and "0 run, 24 already done, 12 failed" in text
+
+
+@pytest.mark.parametrize("kind", ["cluster", "rl"])
+def test_kinds_whose_package_is_missing_say_so(capsys, tmp_path, kind):
+    import importlib.util
+
+    if importlib.util.find_spec(f"arsched.{kind}") is not None:
+        pytest.skip(f"arsched.{kind} is installed")
+    block = {
+        "cluster": "kind: cluster\n    traces: [t.csv]\n    clusters: [c.csv]\n    schedulers: [gadget]",
+        "rl": "kind: rl\n    topologies: [bcube:n=2,k=1]",
+    }[kind]
+    config = tmp_path / "c.yaml"
+    config.write_text(f"name: x\nruns:\n  - {block}\n")
+    code, _, err = run(capsys, "sweep", str(config), "--out", str(tmp_path / "r"))
+    assert_one_line_error(code, err)
+    assert f"{kind} runs need the arsched.{kind} package" in err

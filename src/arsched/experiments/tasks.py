@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import product
 from typing import Any
 
 from arsched.errors import ArschedError
-from arsched.experiments.config import AlgorithmRuns, Config, takes_seed
+from arsched.experiments.config import AlgorithmRuns, ClusterRuns, Config, RLTrainings, takes_seed
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,57 @@ register_kind(
         ),
         _expand_algorithm,
         _run_algorithm,
+    )
+)
+
+# ---------------------------------------------------------------- kinds from other packages
+
+
+def _unavailable(kind: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The run of a kind whose package is missing: `expand` has refused it already, so this only
+    guards direct calls."""
+
+    def run(_: dict[str, Any]) -> dict[str, Any]:
+        KINDS[kind].check_available()
+        raise ArschedError(f"{kind} runs are not wired to this version of their package yet")
+
+    return run
+
+
+def _expand_cluster(block: ClusterRuns) -> list[dict[str, Any]]:
+    return [
+        {"trace": t, "cluster": c, "scheduler": s, "objective": o, "network": n, "seed": seed}
+        for t, c, s, o, n, seed in product(
+            block.traces, block.clusters, block.schedulers, block.objectives, block.networks, block.seeds
+        )
+    ]
+
+
+def _expand_rl(block: RLTrainings) -> list[dict[str, Any]]:
+    return [
+        {"topology": spec, "seed": seed, "steps": block.steps, "size": block.size}
+        for spec, seed in product(block.topologies, block.seeds)
+    ]
+
+
+register_kind(
+    Kind(
+        "cluster",
+        ("trace", "cluster", "scheduler", "objective", "network", "seed"),
+        ("jobs", "finished", "avg_jct_s", "p95_jct_s", "makespan_s", "total_utility", "gpu_utilization"),
+        _expand_cluster,
+        _unavailable("cluster"),
+        requires="arsched.cluster",
+    )
+)
+register_kind(
+    Kind(
+        "rl",
+        ("topology", "seed", "steps", "size"),
+        ("checkpoint", "rounds", "time_s", "bound_s", "gap", "train_s"),
+        _expand_rl,
+        _unavailable("rl"),
+        requires="arsched.rl",
     )
 )
 
