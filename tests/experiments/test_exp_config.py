@@ -79,3 +79,12 @@ def test_cli_bad_config_is_one_line(capsys, tmp_path):
     assert_one_line_error(code, err)
     assert "runs[0].models[1]" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_readme_config_is_valid():
+    import re
+
+    readme = (EXPERIMENTS.parent / "README.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", readme, re.S).group(1)
+    config = parse_config(yaml.safe_load(block), "README.md")
+    assert config.runs[0].topologies == ["bcube:n=3,k=1", "jellyfish:switches=8,ports=4,net_ports=3"]

@@ -158,7 +158,7 @@ def test_kinds_whose_package_is_missing_say_so(capsys, tmp_path, kind):
         pytest.skip(f"arsched.{kind} is installed")
     block = {
         "cluster": "kind: cluster\n    traces: [t.csv]\n    clusters: [c.csv]\n    schedulers: [gadget]",
-        "rl": "kind: rl\n    topologies: [bcube:n=2,k=1]",
+        "rl": 'kind: rl\n    topologies: ["bcube:n=2,k=1"]',
     }[kind]
     config = tmp_path / "c.yaml"
     config.write_text(f"name: x\nruns:\n  - {block}\n")
