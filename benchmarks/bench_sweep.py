@@ -58,8 +58,10 @@ def main(config: Path, workers: int) -> None:
         f"{cfg.description} `{config.relative_to(ROOT)}` run by `arsched sweep` with {workers} "
         f"local workers: {len(tasks)} tasks, every schedule validated, in {wall:.1f} s wall time "
         f"(pool efficiency {efficiency:.2f}: the tasks' own times / (wall × workers)). At "
-        f"{top / 1e6:g} MB: rounds in the round model, then the gap to the lower bound in the "
-        "flow model (α = 5 µs). Produced by `benchmarks/bench_sweep.py`.",
+        f"{top / 1e6:g} MB: rounds in the round model (each schedule's rounds move its own chunks, so a "
+        "PS with one whole-vector chunk has few, long rounds and tree packing many short ones: read "
+        "rounds beside the gaps), then the gap to the lower bound in the flow model (α = 5 µs). "
+        "Produced by `benchmarks/bench_sweep.py`.",
         markdown(
             ["topology", "ranks"] + [f"{lab} rounds" for lab in labels] + [f"{lab} gap" for lab in labels],
             table,

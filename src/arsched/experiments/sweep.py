@@ -21,6 +21,7 @@ from typing import Any
 
 from arsched.errors import ArschedError
 from arsched.experiments.tasks import KINDS, Task, execute
+from arsched.fileio import write_atomic
 
 Outcome = tuple[str, dict[str, Any] | None, str | None]
 
@@ -48,11 +49,10 @@ class ResultFile:
         self.done: set[str] = set()
         if path.exists():
             self._recover()
-        else:
+        else:  # atomic, so a file that exists always has its whole header
             buf = io.StringIO()
             csv.writer(buf, lineterminator="\n").writerow(self.columns)
-            path.write_text(buf.getvalue(), encoding="utf-8")
-            _fsync(path)
+            write_atomic(path, buf.getvalue())
 
     def _recover(self) -> None:
         data = self.path.read_bytes()
@@ -79,11 +79,6 @@ class ResultFile:
             f.flush()
             os.fsync(f.fileno())
         self.done.add(row["task_id"])
-
-
-def _fsync(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
 
 
 def read_rows(folder: str | Path, kind: str) -> list[dict[str, str]]:
