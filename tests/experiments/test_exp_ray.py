@@ -16,7 +16,7 @@ def _stable(rows):
 
 def test_ray_gives_the_rows_of_the_local_pool(small_config, tmp_path):
     pytest.importorskip("ray")
-    tasks = expand(load_config(small_config))
+    tasks = expand(load_config(small_config))[:8]  # Ray's start dominates; a few tasks suffice
     ray = sweep(tasks, tmp_path / "ray", backend="ray", workers=2)
     local = sweep(tasks, tmp_path / "local", workers=1)
     assert ray.done == local.done == len(tasks) and not ray.failures
