@@ -28,6 +28,9 @@ demo: $(STAMP)
 	$(BIN)/arsched simulate out/bcube.json --plot out/bcube.png
 	@echo "== algorithms side by side on a 4x4 torus (gaps in out/torus-gaps.png)"
 	$(BIN)/arsched compare -t torus:dims=4x4 --algorithms ps,ring,multi-ring,rhd,torus-native --size 1MB,256MB --plot out/torus-gaps.png
+	@echo "== a config sweep (experiments/demo.yaml: every algorithm, four networks) and its HTML report"
+	$(BIN)/arsched sweep experiments/demo.yaml --out arsched-report/runs
+	$(BIN)/arsched report arsched-report/runs --out arsched-report
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
@@ -41,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_algorithms.py
 	$(BIN)/python benchmarks/bench_packing_scale.py
 	$(BIN)/python benchmarks/bench_runtime.py
+	$(BIN)/python benchmarks/bench_sweep.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from arsched.algorithms import NotApplicable, algorithms, build
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
@@ -31,6 +32,34 @@ class Row:
         return asdict(self)
 
 
+def run_one(
+    topology: Topology,
+    name: str,
+    size: float,
+    model: str = "flow",
+    alpha: float | None = None,
+    fifo: bool = False,
+    params: dict[str, Any] | None = None,
+) -> Row:
+    """Build one algorithm at one size (with builder `params`), validate the schedule and simulate
+    it; an algorithm that does not apply gives a row with the reason in `note`."""
+    from arsched.collective import validate
+
+    a = (DEFAULT_ALPHA if model == "flow" else 0.0) if alpha is None else alpha
+    nan = float("nan")
+    t0 = time.perf_counter()
+    try:
+        schedule = build(name, topology, None, size, **(params or {}))
+    except NotApplicable as e:
+        return Row(name, size, nan, None, nan, nan, nan, nan, nan, 0, str(e))
+    synthesis = time.perf_counter() - t0
+    report = validate(schedule)
+    if not report.ok:
+        raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
+    r = simulate_flow(schedule, a, fifo=fifo) if model == "flow" else simulate_rounds(schedule, a)
+    return Row(name, size, r.time_s, r.rounds, r.algbw, r.busbw, r.bound_s, r.gap, synthesis, len(schedule))
+
+
 def compare(
     topology: Topology,
     sizes: Sequence[float],
@@ -41,37 +70,5 @@ def compare(
 ) -> list[Row]:
     """Build, validate and simulate every algorithm at every size (rows in that order);
     `fifo` runs the flow model with in-order connections."""
-    from arsched.collective import validate
-
     names = list(names) if names else [a.name for a in algorithms()]
-    a = (DEFAULT_ALPHA if model == "flow" else 0.0) if alpha is None else alpha
-    nan = float("nan")
-    rows = []
-    for name in names:
-        for size in sizes:
-            t0 = time.perf_counter()
-            try:
-                schedule = build(name, topology, None, size)
-            except NotApplicable as e:
-                rows.append(Row(name, size, nan, None, nan, nan, nan, nan, nan, 0, str(e)))
-                continue
-            synthesis = time.perf_counter() - t0
-            report = validate(schedule)
-            if not report.ok:
-                raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
-            r = simulate_flow(schedule, a, fifo=fifo) if model == "flow" else simulate_rounds(schedule, a)
-            rows.append(
-                Row(
-                    name,
-                    size,
-                    r.time_s,
-                    r.rounds,
-                    r.algbw,
-                    r.busbw,
-                    r.bound_s,
-                    r.gap,
-                    synthesis,
-                    len(schedule),
-                )
-            )
-    return rows
+    return [run_one(topology, name, size, model, alpha, fifo) for name in names for size in sizes]

@@ -18,16 +18,21 @@ MAX_LINKS = 200  # links shown in the heat map: the busiest ones
 TIME_BINS = 200
 
 
-def _save(fig, path: str | os.PathLike) -> None:
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes; the figure is closed."""
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    write_atomic(path, buf.getvalue())
+    return buf.getvalue()
 
 
-def _pyplot():
+def _save(fig, path: str | os.PathLike) -> None:
+    write_atomic(path, png_bytes(fig))
+
+
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -87,7 +92,7 @@ def utilisation_grid(result: SimResult, bins: int = TIME_BINS) -> tuple[np.ndarr
 def plot_simulation(result: SimResult, path: str | os.PathLike) -> None:
     """Two panels: utilisation of the busiest links over time, and a timeline of transfers by
     source rank, with the lower bound marked."""
-    plt = _pyplot()
+    plt = pyplot()
     s = result.schedule
     links, util = utilisation_grid(result)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
@@ -135,7 +140,7 @@ def plot_simulation(result: SimResult, path: str | os.PathLike) -> None:
 
 def draw_topology(topology: Topology, path: str | os.PathLike) -> None:
     """Servers as blue circles, switches as orange squares; a force layout above 300 nodes."""
-    plt = _pyplot()
+    plt = pyplot()
     import networkx as nx
 
     g = topology.to_networkx().to_undirected()
@@ -164,7 +169,7 @@ def draw_topology(topology: Topology, path: str | os.PathLike) -> None:
 
 def plot_gaps(rows, title: str, path: str | os.PathLike) -> None:
     """Grouped bars: gap to the bound of every algorithm (groups) at every size (bars)."""
-    plt = _pyplot()
+    plt = pyplot()
     names = list(dict.fromkeys(r.algorithm for r in rows))
     sizes = list(dict.fromkeys(r.bytes for r in rows))
     gap = {(r.algorithm, r.bytes): r.gap for r in rows}

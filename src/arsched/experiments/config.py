@@ -1,0 +1,217 @@
+"""Experiment configs: one YAML file, validated, expanded into a list of tasks.
+
+A config is a name and a list of run blocks, each with a `kind` (`algorithm`, `cluster`, `rl`)
+and the axes of its grid; every combination of the axes is one task::
+
+    name: demo
+    runs:
+      - kind: algorithm
+        topologies: ["bcube:n=4,k=1", "jellyfish:switches=8,ports=4,net_ports=3"]
+        algorithms: [ps, ring, {name: tree-packing, params: {iterations: 20}}]
+        sizes: [1MB, 256MB]
+        seeds: [1, 2, 3]        # jellyfish gets seed=1,2,3; deterministic runs happen once
+        models: [flow, rounds]
+
+Bad configs get one sentence naming the file, the key (e.g. `runs[0].models[1]`) and the allowed
+values, raised as an ArschedError before any work is done.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+from arsched.errors import ArschedError
+from arsched.units import parse_size, parse_time
+
+
+class ConfigError(ArschedError):
+    """An experiment config is malformed; the message names the key and what it accepts."""
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AlgorithmSpec(_Block):
+    """An algorithm with optional builder parameters and an optional label for the tables."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from arsched.algorithms import get
+
+        get(v)  # UnknownAlgorithm lists the names
+        return v
+
+
+def _size(v: str) -> str:
+    if parse_size(v) <= 0:
+        raise ValueError(f"a size must be positive, got {v!r}")
+    return v
+
+
+def _spec(v: str) -> str:
+    from arsched.topology import parse_spec
+
+    parse_spec(v)  # a TopologyError names the family and its parameters
+    return v
+
+
+Size = Annotated[
+    str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_size)
+]
+Spec = Annotated[str, AfterValidator(_spec)]
+
+
+def _as_algorithm(v: Any) -> Any:
+    return {"name": v} if isinstance(v, str) else v
+
+
+class AlgorithmRuns(_Block):
+    """Topologies × algorithms × sizes × seeds × models: build, validate, simulate."""
+
+    kind: Literal["algorithm"]
+    topologies: list[Spec] = Field(min_length=1)
+    algorithms: list[Annotated[AlgorithmSpec, Field()]] = Field(min_length=1)
+    sizes: list[Size] = Field(default_factory=lambda: ["1MB", "256MB"], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    models: list[Literal["flow", "rounds"]] = Field(default_factory=lambda: ["flow"], min_length=1)
+    fifo: list[bool] = Field(default_factory=lambda: [False], min_length=1)
+    alpha: str | None = None
+
+    @field_validator("algorithms", mode="before")
+    @classmethod
+    def _names(cls, v: Any) -> Any:
+        return [_as_algorithm(x) for x in v] if isinstance(v, list) else v
+
+    @field_validator("fifo", mode="before")
+    @classmethod
+    def _fifo(cls, v: Any) -> Any:
+        return [v] if isinstance(v, bool) else v
+
+    @field_validator("alpha")
+    @classmethod
+    def _alpha(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_time(str(v))
+        return v
+
+
+class ClusterRuns(_Block):
+    """Traces × clusters × schedulers × objectives × network modes × seeds (arsched.cluster)."""
+
+    kind: Literal["cluster"]
+    traces: list[str] = Field(min_length=1)
+    clusters: list[str] = Field(min_length=1)
+    schedulers: list[str] = Field(min_length=1)
+    objectives: list[str] = Field(default_factory=lambda: ["jct"], min_length=1)
+    networks: list[Literal["reserved", "shared"]] = Field(default_factory=lambda: ["reserved"], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+
+
+class RLTrainings(_Block):
+    """Topologies × seeds: train the hierarchical RL scheduler, save its checkpoint, evaluate it."""
+
+    kind: Literal["rl"]
+    topologies: list[Spec] = Field(min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    steps: int = Field(default=20_000, gt=0)
+    size: Size = "256MB"
+
+
+RunBlock = Annotated[AlgorithmRuns | ClusterRuns | RLTrainings, Field(discriminator="kind")]
+
+
+class Config(_Block):
+    """A whole experiment: a name, a description and its run blocks."""
+
+    name: str
+    description: str = ""
+    runs: list[RunBlock] = Field(min_length=1)
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    """('runs', 0, 'algorithm', 'models', 1) -> 'runs[0].models[1]' (dropping the union tag)."""
+    text = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif i >= 2 and loc[0] == "runs" and i == 2 and part in ("algorithm", "cluster", "rl"):
+            continue
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "top level"
+
+
+def _allowed(model: type[BaseModel] | None) -> str:
+    return f"; allowed keys: {', '.join(model.model_fields)}" if model else ""
+
+
+def _block_model(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    if len(loc) >= 3 and loc[0] == "runs":
+        return {"algorithm": AlgorithmRuns, "cluster": ClusterRuns, "rl": RLTrainings}.get(loc[2])
+    return Config if len(loc) <= 1 else None
+
+
+def _sentence(err: dict[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    where = _where(loc)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"{where}: unknown key{_allowed(_block_model(loc[:-1]) if len(loc) > 1 else Config)}"
+    if kind == "missing":
+        return f"{where}: required key is missing"
+    if kind == "union_tag_invalid" or kind == "union_tag_not_found":
+        return f"{where}.kind: must be one of algorithm, cluster, rl"
+    msg = err["msg"].removeprefix("Value error, ")
+    got = err.get("input")
+    shown = "" if isinstance(got, dict | list) or got is None or repr(got) in msg else f", got {got!r}"
+    return f"{where}: {msg}{shown}"
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    """Validate a parsed YAML document; the first problem becomes one ConfigError sentence."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with keys name and runs")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"{source}: {_sentence(e.errors()[0])}") from None
+    except ArschedError as e:  # raised by a validator outside pydantic's wrapping
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config {p} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}:{line} is not valid YAML ({getattr(e, 'problem', e)})") from None
+    return parse_config(data, str(p))
+
+
+def takes_seed(fn: Any) -> bool:
+    """True if a topology family or algorithm builder has a `seed` parameter."""
+    return "seed" in inspect.signature(fn).parameters
