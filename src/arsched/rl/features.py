@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arsched.errors import ArschedError
+from arsched.algorithms.registry import NotApplicable
 from arsched.rl.state import RoundState
 
 FEATURE_VERSION = 1
@@ -37,7 +37,7 @@ UPPER_DIM = MAX_TREES * TREE_FEATURES + GLOBAL_FEATURES
 def check_size(state: RoundState) -> None:
     """Refuse an episode with more flow trees (chunks) than the upper level has slots for."""
     if state.num_trees > MAX_TREES:
-        raise ArschedError(
+        raise NotApplicable(
             f"hrl handles at most {MAX_TREES} flow trees (chunks), this instance has {state.num_trees}"
         )
 

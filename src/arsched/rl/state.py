@@ -11,6 +11,8 @@ Everything per step is numpy over a dense flow × link incidence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from arsched.algorithms.common import check_ranks, chunk_multiple
@@ -50,10 +52,15 @@ class RoundState:
 
     @classmethod
     def create(
-        cls, topology: Topology, chunks: int | None = None, nbytes: float = 1e8, algorithm: str = "hrl"
+        cls,
+        topology: Topology,
+        chunks: int | None = None,
+        nbytes: float = 1e8,
+        algorithm: str = "hrl",
+        ranks: Sequence[str] | None = None,
     ) -> RoundState:
-        """A fresh episode on all servers of `topology`: one flow tree per chunk (default N)."""
-        ranks = check_ranks(topology, None, algorithm)
+        """A fresh episode on the ranks (default: all servers): one flow tree per chunk (default N)."""
+        ranks = check_ranks(topology, ranks, algorithm)
         chunks = chunk_multiple(chunks, len(ranks), algorithm)
         trees = build_trees(topology, ranks, chunks)
         return cls(FlowTreeEngine(topology, ranks, nbytes, trees, algorithm))
