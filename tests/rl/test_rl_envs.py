@@ -119,3 +119,22 @@ def test_too_many_trees_is_one_clear_error():
     env = WorkloadEnv([parse_spec("bcube:n=3,k=1")], chunks=9 * 8)
     with pytest.raises(ValueError, match="at most 64 flow trees"):
         env.reset(seed=0)
+
+
+@pytest.mark.parametrize("env_class", [WorkloadEnv, TreeSelectEnv])
+def test_shaping_telescopes_to_the_start_bound_minus_the_rounds(env_class):
+    topo = parse_spec("dcell:n=2,k=1")
+    start = RoundState.create(topo).rounds_left_bound()
+    env = env_class([topo], shaping=True)
+    total, rounds = _play(env, np.random.default_rng(3))
+    assert total == pytest.approx(start - rounds)
+
+
+def test_rounds_left_bound_is_a_lower_bound():
+    for spec in SPECS:
+        state = RoundState.create(parse_spec(spec))
+        bound = state.rounds_left_bound()
+        upper, lower = random_policies(5)
+        assert run_episode(state, all_trees, first_candidate).rounds >= bound
+        assert run_episode(state.reset(), upper, lower).rounds >= bound
+        assert state.rounds_left_bound() == 0

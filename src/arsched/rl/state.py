@@ -73,6 +73,16 @@ class RoundState:
     def rounds(self) -> int:
         return len(self.engine.rounds)
 
+    def rounds_left_bound(self) -> int:
+        """A lower bound on the rounds still needed: the busiest link's remaining flows (one per
+        round) or the longest remaining chain of flows, whichever is larger."""
+        left = ~self.engine.done
+        if not left.any():
+            return 0
+        # a reduce's priority counts itself and the chain after it; a broadcast's only the chain
+        chain = self.prio[left] + ~self.is_reduce[left]
+        return int(max((left.astype(np.float32) @ self.inc_f32).max(), chain.max()))
+
     def tree_has_available(self) -> np.ndarray:
         """Per tree: does it have an available flow (the trees the upper level may select)."""
         e = self.engine

@@ -63,6 +63,10 @@ class TrainConfig:
     net_arch: tuple[int, ...] = NET_ARCH
     resume: bool = False
     learning_rate: float = 3e-4
+    gamma: float = 0.995
+    ent_coef: float = 0.0
+    n_epochs: int = 4
+    shaping: bool = False
     extra_meta: dict = field(default_factory=dict)
 
     def phase_steps(self, phase: int) -> int:
@@ -153,8 +157,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
             HrlPolicy,
             envs[lv],
             learning_rate=cfg.learning_rate,
-            n_epochs=4,
-            gamma=0.995,
+            n_epochs=cfg.n_epochs,
+            gamma=cfg.gamma,
+            ent_coef=cfg.ent_coef,
             seed=cfg.seed + i,
             device="cpu",
             policy_kwargs=policy_kwargs(cfg.net_arch),
@@ -174,6 +179,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         "phases": cfg.phases,
         "upper_share": cfg.upper_share,
         "warm_start": cfg.warm_start,
+        "shaping": cfg.shaping,
+        "gamma": cfg.gamma,
+        "ent_coef": cfg.ent_coef,
         "net_arch": list(cfg.net_arch),
         "greedy_rounds": greedy,
         "phases_done": 0,
