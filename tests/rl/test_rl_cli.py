@@ -11,13 +11,14 @@ from clihelp import assert_one_line_error, run
 def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
     ck = tmp_path / "ck"
     code, out, _ = run(
-        capsys, "train", "-t", "dcell:n=2,k=1", "--steps", "200", "--phases", "1", "-o", str(ck)
-    )
+        capsys, "train", "-t", "dcell:n=2,k=1", "--steps", "200", "--phases", "1", "--self-imitation", "1",
+        "-o", str(ck),
+    )  # fmt: skip
     assert code == 0 and "greedy-trees" in out
     meta = json.loads((ck / "meta.json").read_text())
     assert meta["command"] == (
         f"arsched train -t dcell:n=2,k=1 --steps 200 --seed 0 --phases 1 --upper-share 0.25 "
-        f"--net-arch 64,64 --out {ck}"
+        f"--self-imitation 1 --net-arch 64,64 --out {ck}"
     )
     sched = tmp_path / "s.json"
     code, out, _ = run(

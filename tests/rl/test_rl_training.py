@@ -11,9 +11,9 @@ import torch
 from arsched.collective import validate
 from arsched.errors import ArschedError
 from arsched.rl import checkpoint
-from arsched.rl.policy import schedule_with
+from arsched.rl.policy import LEVELS, make_policy, schedule_with
 from arsched.rl.state import RoundState, all_trees, first_candidate, run_episode
-from arsched.rl.training import TrainConfig, train
+from arsched.rl.training import TrainConfig, best_sampled_episodes, evaluate, imitate, train
 from arsched.topology import parse_spec
 
 TRAIN = ["bcube:n=2,k=2", "dcell:n=2,k=1"]
@@ -24,7 +24,8 @@ HELD_OUT = ["bcube:n=3,k=1", "jellyfish:switches=8,ports=4,net_ports=3,seed=4", 
 def cold(tmp_path_factory):
     """A policy trained from scratch for a few seconds (so it is not the greedy heuristic)."""
     out = tmp_path_factory.mktemp("cold")
-    meta = train(TrainConfig(TRAIN, steps=700, out=out, phases=2, warm_start=False, seed=3), progress=False)
+    cfg = TrainConfig(TRAIN, steps=700, out=out, phases=2, warm_start=False, seed=3, self_imitation=0)
+    meta = train(cfg, progress=False)
     return out, meta
 
 
@@ -57,13 +58,14 @@ def test_a_trained_policy_gives_valid_schedules_on_seen_and_unseen_topologies(co
 
 
 def test_warm_start_reproduces_greedy_and_resume_continues(tmp_path):
-    cfg = TrainConfig(TRAIN[:1], steps=400, out=tmp_path, phases=1, seed=0)
+    cfg = TrainConfig(TRAIN[:1], steps=400, out=tmp_path, phases=1, seed=0, self_imitation=2)
     first = train(cfg, progress=False)
     assert first["rounds"] == first["greedy_rounds"]  # imitation alone already matches greedy
     cfg.phases, cfg.resume = 2, True
     second = train(cfg, progress=False)
     assert second["phases_done"] == 2 and second["rounds"][0] <= first["greedy_rounds"][0]
-    assert len(list(csv.DictReader((tmp_path / "log.csv").open()))) == 3
+    levels = [r["level"] for r in csv.DictReader((tmp_path / "log.csv").open())]
+    assert levels == ["imitation", "lower", "self-imitation", "upper", "self-imitation"]
 
 
 def test_resume_refuses_other_topologies_and_missing_checkpoints(tmp_path, cold):
@@ -96,3 +98,13 @@ def test_the_shipped_checkpoint_loads_and_records_its_command():
     assert meta["command"].startswith("arsched train ")
     schedule, _ = schedule_with(parse_spec("bcube:n=3,k=1"), policies)
     assert validate(schedule).ok
+
+
+def test_self_imitation_makes_the_best_sampled_episode_deterministic():
+    states = [RoundState.create(parse_spec("dcell:n=2,k=1"))]
+    torch.manual_seed(0)
+    policies = {lv: make_policy(lv) for lv in LEVELS}
+    demos, best = best_sampled_episodes(policies, states, 4, seed=0)
+    for i, lv in enumerate(LEVELS):
+        assert imitate(policies[lv], demos[lv], i, iters=3000) > -0.01
+    assert evaluate(policies, states) == best

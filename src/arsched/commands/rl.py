@@ -45,6 +45,12 @@ def train(
             help="First imitate greedy-trees, then improve with PPO (--no-warm-start: from scratch)."
         ),
     ] = True,
+    self_imitation: Annotated[
+        int,
+        typer.Option(
+            help="After each PPO phase, sample K episodes and fit both networks to the best (0: off)."
+        ),
+    ] = 16,
     chunks: Annotated[int | None, typer.Option(help="Chunks = flow trees (default: one per rank).")] = None,
     net_arch: Annotated[str, typer.Option(help="Hidden layer widths of both networks.")] = "64,64",
     resume: Annotated[
@@ -55,8 +61,11 @@ def train(
     """Train the two-level policy of `--algorithm hrl` with MaskablePPO, alternating levels.
 
     The upper level selects flow trees each round, the lower level picks the round's flows one
-    at a time; the reward is −1 per round. Every phase ends with an atomic checkpoint in --out
-    (weights, optimiser states, meta.json) and a line of --out/log.csv. Then:
+    at a time; the reward is −1 per round. Both networks first imitate greedy-trees; after
+    each PPO phase they are fitted to the best of K sampled episodes (self-imitation); a phase
+    that adds rounds on the training topologies is rolled back. Every phase ends with an
+    atomic checkpoint in --out (weights, optimiser states, meta.json) and a line of
+    --out/log.csv. Then:
     `arsched schedule -t SPEC -a hrl --checkpoint OUT -o s.json`.
     """
     try:
@@ -64,12 +73,13 @@ def train(
         from arsched.rl.training import train as run_training
     except ImportError as e:
         raise ArschedError(f"arsched train needs the rl extra (pip install 'arsched[rl]'): {e}") from None
-    if steps <= 0 or phases <= 0:
-        raise ArschedError("--steps and --phases must be positive")
+    if steps <= 0 or phases <= 0 or self_imitation < 0:
+        raise ArschedError("--steps and --phases must be positive, --self-imitation not negative")
     if not out_dir.parent.exists():
         raise ArschedError(f"cannot write {out_dir}: folder {out_dir.parent} does not exist")
     command = ["arsched", "train", *(x for t in topologies for x in ("-t", t)), "--steps", str(steps)]
     command += ["--seed", str(seed), "--phases", str(phases), "--upper-share", str(upper_share)]
+    command += ["--self-imitation", str(self_imitation)]
     command += ["--net-arch", net_arch, *(["--chunks", str(chunks)] if chunks else [])]
     command += [*([] if warm_start else ["--no-warm-start"]), "--out", str(out_dir)]
     cfg = TrainConfig(
@@ -80,6 +90,7 @@ def train(
         phases=phases,
         upper_share=upper_share,
         warm_start=warm_start,
+        self_imitation=self_imitation,
         chunks=chunks,
         net_arch=_net_arch(net_arch),
         resume=resume,

@@ -38,10 +38,13 @@ def make_policy(level: str, net_arch: Sequence[int] = NET_ARCH) -> HrlPolicy:
 
 class Actor:
     """A policy as a function of the round state: `upper(state) -> bool per tree` or
-    `lower(state) -> candidate index`; deterministic (the mode) unless `sample`."""
+    `lower(state) -> candidate index`; deterministic (the mode) unless `sample`. With a
+    `record` list, every network decision is appended to it as (observation, mask, action)."""
 
-    def __init__(self, policy: HrlPolicy, level: str, sample: bool = False) -> None:
-        self.policy, self.level, self.sample = policy, level, sample
+    def __init__(
+        self, policy: HrlPolicy, level: str, sample: bool = False, record: list | None = None
+    ) -> None:
+        self.policy, self.level, self.sample, self.record = policy, level, sample, record
 
     def __call__(self, state: RoundState):
         if self.level == "lower":
@@ -62,6 +65,8 @@ class Actor:
             action = torch.distributions.Categorical(logits=logits).sample().numpy()
         else:
             action = logits.argmax(-1).numpy()
+        if self.record is not None:
+            self.record.append((obs, mask, action))
         if self.level == "lower":
             return int(action)
         return action[: state.num_trees].astype(bool)
