@@ -1,8 +1,8 @@
 """A vectorised masked MultiBinary distribution for MaskablePPO's upper level.
 
 sb3-contrib's `MaskableBernoulliDistribution` supports MultiBinary masks but builds one torch
-`Categorical` per entry on every call: with 64 tree slots that measured about 30 ms per
-upper-level step of PPO (rollout forward, log-probabilities, sampling), ten times the
+`Categorical` per entry on every call: with 64 tree slots that dominated the upper level's
+PPO time in a profile (rollout forward, log-probabilities, sampling), far above the
 environment step. This is the same distribution — each entry an independent choice of 0 or
 1, masks two per entry in the same order — as one (batch, n, 2) categorical, so the weights of
 either are interchangeable.

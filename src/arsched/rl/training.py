@@ -10,10 +10,9 @@
    episodes per training topology; both networks are then fitted (maximum likelihood) to the
    decisions of the episode with the fewest rounds, the deterministic episode included, so the
    deterministic policy learns to reproduce the best schedule its own exploration found (the
-   idea of self-imitation learning, Oh et al., ICML 2018). PPO from the imitation start
-   rarely moves the deterministic policy in a few minutes (measured: no change in rounds on
-   BCube(4,1) and Jellyfish(8) with 16–30 k steps); this step does. Its lines in the log say
-   what it contributed, apart from PPO's.
+   idea of self-imitation learning, Oh et al., ICML 2018). In our trials PPO from the
+   imitation start did not move the deterministic policy within minutes; this step does. Its
+   lines in the log say what it contributed, apart from PPO's.
 4. After each phase both policies run deterministically on every training topology; the score
    is the mean of rounds / greedy-trees rounds. A phase that makes the score worse is rolled
    back (the checkpoint always holds the best pair so far) and logged as rejected.
