@@ -31,6 +31,8 @@ demo: $(STAMP)
 	@echo "== a config sweep (experiments/demo.yaml: every algorithm, four networks) and its HTML report"
 	$(BIN)/arsched sweep experiments/demo.yaml --out arsched-report/runs
 	$(BIN)/arsched report arsched-report/runs --out arsched-report
+	@echo "== hrl (hierarchical deep RL, the shipped policy; never trained on DCell(4,1)) beside the baselines"
+	$(BIN)/arsched compare -t dcell:n=4,k=1 --algorithms ps,ring,greedy-trees,hrl --size 256MB --model rounds
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
@@ -45,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_packing_scale.py
 	$(BIN)/python benchmarks/bench_runtime.py
 	$(BIN)/python benchmarks/bench_sweep.py
+	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --steps 8000 --phases 6 --general-steps 8000
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -269,6 +269,13 @@ def schedule(
         int | None, typer.Option(help="Number of chunks (the algorithm's default if not given).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for algorithms that make random choices.")] = 0,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(help="hrl: a policy folder made by `arsched train` (default: the shipped one)."),
+    ] = None,
+    samples: Annotated[
+        int, typer.Option(help="hrl: keep the best of the deterministic run and k − 1 seeded samples.")
+    ] = 1,
 ) -> None:
     """Build an AllReduce schedule, validate it and write it as arsched.schedule/1 JSON."""
     from arsched.algorithms import build
@@ -281,6 +288,12 @@ def schedule(
     nbytes = parse_size(size)
     topo = parse_spec(topology_spec)
     params = {} if chunks is None else {"chunks": chunks}
+    if algorithm == "hrl":
+        params.update(
+            samples=samples, seed=seed, **({} if checkpoint is None else {"checkpoint": checkpoint})
+        )
+    elif checkpoint is not None or samples != 1:
+        raise ArschedError("--checkpoint and --samples apply only to --algorithm hrl")
     result = build(algorithm, topo, None, nbytes, **params)
     result.meta["seed"] = seed
     report = check(result)

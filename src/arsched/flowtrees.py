@@ -141,15 +141,23 @@ class FlowTreeEngine:
         for i in range(f):
             if kind[i] == BROADCAST:
                 self._bcast_from.setdefault((int(self.flow_tree[i]), int(self.flow_src[i])), []).append(i)
-        self.done = np.zeros(f, dtype=bool)
-        self.available = np.zeros(f, dtype=bool)
-        self.rounds: list[np.ndarray] = []
+        self._initial_pending = self._pending_children.copy()
+        self._initial_available = np.zeros(f, dtype=bool)
         for t, tr in enumerate(self.trees):
             for v in range(n):
                 if tr.parent[v] >= 0 and self._pending_children[t, v] == 0:
-                    self.available[self._reduce_of[(t, v)]] = True
+                    self._initial_available[self._reduce_of[(t, v)]] = True
             if self._pending_children[t, tr.root] == 0:  # a one-rank tree: nothing to reduce
-                self.available[self._bcast_from.get((t, tr.root), [])] = True
+                self._initial_available[self._bcast_from.get((t, tr.root), [])] = True
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the start: no flow ran, the leaves' reduces are available (the RL
+        environments reuse one engine per topology across episodes)."""
+        self._pending_children = self._initial_pending.copy()
+        self.available = self._initial_available.copy()
+        self.done = np.zeros(self.num_flows, dtype=bool)
+        self.rounds: list[np.ndarray] = []
 
     @property
     def num_flows(self) -> int:

@@ -49,12 +49,17 @@ def _depth(parent: np.ndarray, v: int) -> int:
     return d
 
 
-def run_greedy(engine: FlowTreeEngine) -> None:
-    """Drive the engine to the end: each round, available flows by priority, first fit."""
-    prio = critical_path(engine)
-    order = np.lexsort((engine.flow_src, engine.flow_chunk, -prio))  # priority, chunk, source
+def priority_rank(engine: FlowTreeEngine, prio: np.ndarray) -> np.ndarray:
+    """Each flow's place in the scheduling order: priority first, then chunk, then source."""
+    order = np.lexsort((engine.flow_src, engine.flow_chunk, -prio))
     rank_in_order = np.empty(engine.num_flows, dtype=np.int64)
     rank_in_order[order] = np.arange(engine.num_flows)
+    return rank_in_order
+
+
+def run_greedy(engine: FlowTreeEngine) -> None:
+    """Drive the engine to the end: each round, available flows by priority, first fit."""
+    rank_in_order = priority_rank(engine, critical_path(engine))
     used = np.zeros(engine.topology.compiled.num_links, dtype=bool)
     while not engine.finished:
         candidates = np.flatnonzero(engine.available)

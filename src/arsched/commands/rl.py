@@ -1,0 +1,104 @@
+"""`arsched train`: train the hierarchical deep-RL scheduler (`hrl`) on one or more topologies."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from arsched.cliapp import SPEC_HELP, app, out
+from arsched.errors import ArschedError
+
+
+def _net_arch(text: str) -> tuple[int, ...]:
+    try:
+        arch = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        arch = ()
+    if not arch or min(arch) <= 0:
+        raise ArschedError(f"--net-arch must be positive layer widths joined by ',', got {text!r}")
+    return arch
+
+
+@app.command()
+def train(
+    topologies: Annotated[
+        list[str], typer.Option("--topology", "-t", help=SPEC_HELP + " Repeat to train on several.")
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Checkpoint folder (created; overwritten unless --resume).")
+    ],
+    steps: Annotated[int, typer.Option(help="Environment steps of both levels in total.")] = 20_000,
+    seed: Annotated[int, typer.Option(help="Seed of the networks, PPO and the environments.")] = 0,
+    phases: Annotated[
+        int, typer.Option(help="Training phases, alternating lower, upper, lower, ... level.")
+    ] = 4,
+    upper_share: Annotated[
+        float, typer.Option(help="Share of the steps for the upper level (each of its steps is a round).")
+    ] = 0.25,
+    warm_start: Annotated[
+        bool,
+        typer.Option(
+            help="First imitate greedy-trees, then improve with PPO (--no-warm-start: from scratch)."
+        ),
+    ] = True,
+    self_imitation: Annotated[
+        int,
+        typer.Option(
+            help="After each PPO phase, sample K episodes and fit both networks to the best (0: off)."
+        ),
+    ] = 16,
+    chunks: Annotated[int | None, typer.Option(help="Chunks = flow trees (default: one per rank).")] = None,
+    net_arch: Annotated[str, typer.Option(help="Hidden layer widths of both networks.")] = "64,64",
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the checkpoint in --out after its last phase.")
+    ] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Train the two-level policy of `--algorithm hrl` with MaskablePPO, alternating levels.
+
+    The upper level selects flow trees each round, the lower level picks the round's flows one
+    at a time; the reward is −1 per round. Both networks first imitate greedy-trees; after
+    each PPO phase they are fitted to the best of K sampled episodes (self-imitation); a phase
+    that adds rounds on the training topologies is rolled back. Every phase ends with an
+    atomic checkpoint in --out (weights, optimiser states, meta.json) and a line of
+    --out/log.csv. Then:
+    `arsched schedule -t SPEC -a hrl --checkpoint OUT -o s.json`.
+    """
+    try:
+        from arsched.rl.training import TrainConfig
+        from arsched.rl.training import train as run_training
+    except ImportError as e:
+        raise ArschedError(f"arsched train needs the rl extra (pip install 'arsched[rl]'): {e}") from None
+    if steps <= 0 or phases <= 0 or self_imitation < 0:
+        raise ArschedError("--steps and --phases must be positive, --self-imitation not negative")
+    if not out_dir.parent.exists():
+        raise ArschedError(f"cannot write {out_dir}: folder {out_dir.parent} does not exist")
+    command = ["arsched", "train", *(x for t in topologies for x in ("-t", t)), "--steps", str(steps)]
+    command += ["--seed", str(seed), "--phases", str(phases), "--upper-share", str(upper_share)]
+    command += ["--self-imitation", str(self_imitation)]
+    command += ["--net-arch", net_arch, *(["--chunks", str(chunks)] if chunks else [])]
+    command += [*([] if warm_start else ["--no-warm-start"]), "--out", str(out_dir)]
+    cfg = TrainConfig(
+        topologies=topologies,
+        steps=steps,
+        out=out_dir,
+        seed=seed,
+        phases=phases,
+        upper_share=upper_share,
+        warm_start=warm_start,
+        self_imitation=self_imitation,
+        chunks=chunks,
+        net_arch=_net_arch(net_arch),
+        resume=resume,
+        extra_meta={"command": shlex.join(command)},
+    )
+    meta = run_training(cfg, progress=progress and sys.stderr.isatty())
+    rounds = ", ".join(
+        f"{spec}: {r} rounds (greedy-trees {g})"
+        for spec, r, g in zip(meta["topologies"], meta["rounds"], meta["greedy_rounds"], strict=True)
+    )
+    out.print(f"wrote {out_dir} after {meta['train_seconds']:.1f} s: {rounds}")

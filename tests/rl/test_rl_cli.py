@@ -1,0 +1,50 @@
+"""`arsched train` and `arsched schedule --algorithm hrl` from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from arsched.collective import load, validate
+from clihelp import assert_one_line_error, run
+
+
+def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
+    ck = tmp_path / "ck"
+    code, out, _ = run(
+        capsys, "train", "-t", "dcell:n=2,k=1", "--steps", "200", "--phases", "1", "--self-imitation", "1",
+        "-o", str(ck),
+    )  # fmt: skip
+    assert code == 0 and "greedy-trees" in out
+    meta = json.loads((ck / "meta.json").read_text())
+    assert meta["command"] == (
+        f"arsched train -t dcell:n=2,k=1 --steps 200 --seed 0 --phases 1 --upper-share 0.25 "
+        f"--self-imitation 1 --net-arch 64,64 --out {ck}"
+    )
+    sched = tmp_path / "s.json"
+    code, out, _ = run(
+        capsys, "schedule", "-t", "bcube:n=3,k=1", "-a", "hrl", "--checkpoint", str(ck), "--samples", "2",
+        "-o", str(sched),
+    )  # fmt: skip
+    assert code == 0, out
+    s = load(sched)
+    assert validate(s).ok and s.algorithm == "hrl" and s.meta["params"]["samples"] == 2
+
+
+def test_hrl_with_the_shipped_policy(capsys, tmp_path):
+    sched = tmp_path / "s.json"
+    code, _, _ = run(capsys, "schedule", "-t", "dcell:n=3,k=1", "-a", "hrl", "-o", str(sched))
+    assert code == 0 and validate(load(sched)).ok
+
+
+def test_bad_input_is_one_sentence(capsys, tmp_path):
+    s = str(tmp_path / "s.json")
+    for argv in (
+        ["train", "-t", "bcube:n=2,k=2", "--steps", "0", "-o", str(tmp_path / "x")],
+        ["train", "-t", "bcube:n=2,k=2", "--net-arch", "a,b", "-o", str(tmp_path / "x")],
+        ["train", "-t", "bcube:n=2,k=2", "-o", str(tmp_path / "missing" / "x")],
+        ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--checkpoint", str(tmp_path), "-o", s],
+        ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--checkpoint", str(tmp_path), "-o", s],
+        ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--samples", "0", "-o", s],
+    ):
+        code, _, err = run(capsys, *argv)
+        assert_one_line_error(code, err)

@@ -1,0 +1,110 @@
+"""Training, checkpoints and inference of the hierarchical scheduler (tiny budgets: seconds)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+from arsched.collective import validate
+from arsched.errors import ArschedError
+from arsched.rl import checkpoint
+from arsched.rl.policy import LEVELS, make_policy, schedule_with
+from arsched.rl.state import RoundState, all_trees, first_candidate, run_episode
+from arsched.rl.training import TrainConfig, best_sampled_episodes, evaluate, imitate, train
+from arsched.topology import parse_spec
+
+TRAIN = ["bcube:n=2,k=2", "dcell:n=2,k=1"]
+HELD_OUT = ["bcube:n=3,k=1", "jellyfish:switches=8,ports=4,net_ports=3,seed=4", "torus:dims=3x3"]
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory):
+    """A policy trained from scratch for a few seconds (so it is not the greedy heuristic)."""
+    out = tmp_path_factory.mktemp("cold")
+    cfg = TrainConfig(TRAIN, steps=700, out=out, phases=2, warm_start=False, seed=3, self_imitation=0)
+    meta = train(cfg, progress=False)
+    return out, meta
+
+
+def test_training_writes_a_complete_checkpoint_and_log(cold):
+    out, _ = cold
+    saved = json.loads((out / "meta.json").read_text())
+    assert saved["format"] == checkpoint.FORMAT and saved["feature_version"] == 1
+    assert saved["topologies"] == TRAIN and saved["phases_done"] == 2 and saved["arsched_version"]
+    assert all((out / f).is_file() for f in ("lower.pt", "upper.pt", "lower.optim.pt", "upper.optim.pt"))
+    rows = list(csv.DictReader((out / "log.csv").open()))
+    assert [r["level"] for r in rows] == ["init", "lower", "upper"]
+    # the checkpoint keeps the best pair: its rounds are the best accepted evaluation
+    accepted = [r for r in rows if r["accepted"] == "1"]
+    assert saved["rounds"] == [int(x) for x in accepted[-1]["rounds"].split()]
+    assert saved["greedy_rounds"] == [
+        run_episode(RoundState.create(parse_spec(s)), all_trees, first_candidate).rounds for s in TRAIN
+    ]
+
+
+@pytest.mark.parametrize("spec", TRAIN + HELD_OUT)
+def test_a_trained_policy_gives_valid_schedules_on_seen_and_unseen_topologies(cold, spec):
+    policies, _ = checkpoint.load_policies(cold[0])
+    topo = parse_spec(spec)
+    for samples in (1, 3):
+        schedule, info = schedule_with(topo, policies, samples=samples, seed=1)
+        assert validate(schedule).ok
+        assert info["rounds"] == schedule.num_steps <= info["deterministic_rounds"]
+    again, _ = schedule_with(topo, policies, samples=3, seed=1)
+    assert again.transfers == schedule.transfers  # seeded sampling is reproducible
+
+
+def test_warm_start_reproduces_greedy_and_resume_continues(tmp_path):
+    cfg = TrainConfig(TRAIN[:1], steps=400, out=tmp_path, phases=1, seed=0, self_imitation=2)
+    first = train(cfg, progress=False)
+    assert first["rounds"] == first["greedy_rounds"]  # imitation alone already matches greedy
+    cfg.phases, cfg.resume = 2, True
+    second = train(cfg, progress=False)
+    assert second["phases_done"] == 2 and second["rounds"][0] <= first["greedy_rounds"][0]
+    levels = [r["level"] for r in csv.DictReader((tmp_path / "log.csv").open())]
+    assert levels == ["imitation", "lower", "self-imitation", "upper", "self-imitation"]
+
+
+def test_resume_refuses_other_topologies_and_missing_checkpoints(tmp_path, cold):
+    with pytest.raises(ArschedError, match="no checkpoint"):
+        train(TrainConfig(TRAIN, steps=10, out=tmp_path, resume=True), progress=False)
+    with pytest.raises(ArschedError, match="other topologies"):
+        train(TrainConfig(TRAIN[:1], steps=10, out=cold[0], resume=True), progress=False)
+
+
+def test_checkpoints_load_weights_only_and_refuse_bad_files(tmp_path, cold):
+    src = cold[0]
+    for name in ("lower.pt", "upper.pt"):
+        state = torch.load(src / name, weights_only=True)
+        assert all(isinstance(v, torch.Tensor) for v in state.values())
+        (tmp_path / name).write_bytes((src / name).read_bytes())
+    meta = json.loads((src / "meta.json").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "feature_version": 99}))
+    with pytest.raises(ArschedError, match="feature version 99"):
+        checkpoint.load_policies(tmp_path)
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    (tmp_path / "upper.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ArschedError, match="cannot read"):
+        checkpoint.load_policies(tmp_path)
+    with pytest.raises(ArschedError, match=r"no meta\.json"):
+        checkpoint.load_policies(tmp_path / "nothing")
+
+
+def test_the_shipped_checkpoint_loads_and_records_its_command():
+    policies, meta = checkpoint.load_policies(checkpoint.DEFAULT)
+    assert meta["command"].startswith("arsched train ")
+    schedule, _ = schedule_with(parse_spec("bcube:n=3,k=1"), policies)
+    assert validate(schedule).ok
+
+
+def test_self_imitation_makes_the_best_sampled_episode_deterministic():
+    states = [RoundState.create(parse_spec("dcell:n=2,k=1"))]
+    torch.manual_seed(0)
+    policies = {lv: make_policy(lv) for lv in LEVELS}
+    demos, best = best_sampled_episodes(policies, states, 4, seed=0)
+    for i, lv in enumerate(LEVELS):
+        assert imitate(policies[lv], demos[lv], i, iters=3000) > -0.01
+    assert evaluate(policies, states) == best
