@@ -40,7 +40,7 @@ def iteration_time(
     b = np.asarray(b, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         comm = np.where(w > 1, 2 * (w - 1) / np.maximum(w, 1) * m / b + 2 * (w - 1) * alpha, 0.0)
-    return np.asarray(tau + np.nan_to_num(comm, nan=np.inf), dtype=float)
+    return np.asarray(tau + np.nan_to_num(comm, nan=np.inf, posinf=np.inf), dtype=float)
 
 
 def throughput(tau, m, w, b, alpha: float) -> np.ndarray:

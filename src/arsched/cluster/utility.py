@@ -9,8 +9,9 @@ its normalised speed.
   the JCT the job would reach at this rate.
 - `excess`: excessive-training avoidance: progress counts only up to the remaining work; the
   total is sum D/JCT.
-- `energy`: `excess` minus an energy price of 0.3 per GPU of the job's request per slot; the
-  total charges 0.3 x GPU-seconds / (requested GPUs x D).
+- `energy`: `excess` minus an energy price: 0.3 per requested-size worth of GPUs for the time
+  they run (so more GPUs pay only while they speed the job up enough); the total charges
+  0.3 x GPU-seconds / (requested GPUs x D).
 - `fair`: alpha-fair (alpha = 1: log) utility of normalised speed.
 """
 
@@ -61,8 +62,10 @@ class Objective:
         progress = np.minimum(rate * dt, remaining) / (ref_rate * dt)
         if self.name == "excess":
             return progress
-        if self.name == "energy":
-            return progress - ENERGY_PRICE * w / gpus
+        if self.name == "energy":  # GPUs are paid for the part of the slot the job runs
+            with np.errstate(divide="ignore", invalid="ignore"):
+                used = np.where(rate > 0, np.minimum(1.0, remaining / (np.maximum(rate, 1e-300) * dt)), 0.0)
+            return progress - ENERGY_PRICE * w / gpus * used
         return _alpha_fair(rate / ref_rate, self.alpha)
 
     def total(

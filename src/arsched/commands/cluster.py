@@ -80,17 +80,25 @@ def _run_all(wl, cl, pairs, config_for, quiet: bool):
 
 def _table(title: str, results) -> Table:
     table = Table(title=title)
-    cols = ["scheduler", "network", "finished", "avg JCT s", "p50", "p95", "p99", "makespan s", "utility",
-            "GPU util", "kWh", "Jain", "FTF max", "ms/slot"]  # fmt: skip
+    cols = ["scheduler", "network", "done", "avg JCT s", "p95 JCT s", "makespan s", "utility", "GPU util",
+            "kWh", "Jain", "ms/slot"]  # fmt: skip
     for c in cols:
-        table.add_column(c, justify="left" if c in ("scheduler", "network") else "right")
+        left = c in ("scheduler", "network")
+        table.add_column(c, justify="left" if left else "right", no_wrap=left, min_width=8 if left else None)
     for r in results:
         table.add_row(
-            r.scheduler, r.network, f"{r.finished}/{r.jobs}", f"{r.avg_jct_s:.0f}", f"{r.median_jct_s:.0f}",
-            f"{r.p95_jct_s:.0f}", f"{r.p99_jct_s:.0f}", f"{r.makespan_s:.0f}", f"{r.total_utility:.2f}",
-            f"{r.gpu_utilization:.3f}", f"{r.energy_kwh:.1f}", f"{r.jain_index:.3f}", f"{r.ftf_max:.2f}",
+            r.scheduler,
+            r.network,
+            f"{r.finished}/{r.jobs}",
+            f"{r.avg_jct_s:.0f}",
+            f"{r.p95_jct_s:.0f}",
+            f"{r.makespan_s:.0f}",
+            f"{r.total_utility:.2f}",
+            f"{r.gpu_utilization:.3f}",
+            f"{r.energy_kwh:.1f}",
+            f"{r.jain_index:.3f}",
             f"{r.scheduler_s_per_slot * 1e3:.2f}",
-        )  # fmt: skip
+        )
     return table
 
 
