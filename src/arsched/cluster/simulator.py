@@ -3,7 +3,8 @@
 Each slot of length dt: the scheduler places the active jobs; the network mode gives each ring
 its bandwidth; every running job progresses at w / T(w) for the slot (less a restart cost when
 its GPUs changed since the last slot it ran); a job finishing inside a slot records the exact
-time and frees its GPUs at the slot's end.
+time and frees its GPUs at the slot's end. In the `reserved` mode a ring keeps its reservation
+while it keeps its GPUs: rings reserve oldest placement first, new ones in the scheduler's order.
 """
 
 from __future__ import annotations
@@ -32,12 +33,20 @@ class SimConfig:
     restart: float = 0.0  # s of progress lost when a running job's GPUs change
     alpha: float = DEFAULT_ALPHA
     seed: int = 0
-    max_slots: int = 200_000
+    max_slots: int | None = None  # None: a horizon 4x past any reasonable makespan (see horizon)
 
     def slot_for(self, workload: Workload) -> float:
         if self.slot is not None:
             return self.slot
         return float(min(max(round(float(np.median(workload.duration)) / 10.0), 1.0), 600.0))
+
+
+def horizon_slots(workload: Workload, cluster: Cluster, dt: float) -> int:
+    """Slots after which a run stops (jobs left unfinished count as such): the last arrival plus
+    four times the GPU-time of all jobs spread over the cluster plus four longest jobs."""
+    d = workload.duration
+    t = workload.arrival.max() + 4 * float((workload.gpus * d).sum()) / cluster.num_gpus + 4 * float(d.max())
+    return math.ceil(t / dt) + 10
 
 
 def _check_fit(workload: Workload, cluster: Cluster) -> None:
@@ -69,7 +78,7 @@ def simulate(
     config: SimConfig = SimConfig(),
     progress: Callable[[float], None] | None = None,
 ) -> RunResult:
-    """Run the trace to the end (or `max_slots`); `progress(fraction of jobs done)` per slot."""
+    """Run the trace to the end (or the slot limit); `progress(fraction of jobs done)` per slot."""
     if config.network not in MODES:
         raise ArschedError(f"network mode {config.network!r} is not one of {', '.join(MODES)}")
     _check_fit(workload, cluster)
@@ -80,10 +89,11 @@ def simulate(
     gpu_seconds = np.zeros(n)
     finish = np.full(n, np.inf)
     previous: dict = {}
+    since: dict[int, int] = {}  # slot in which each job's current placement began
     busy, sched_time, slot_starts = [], [], []
     now = 0.0
     arrived = 0
-    for _ in range(config.max_slots):
+    for slot in range(config.max_slots or horizon_slots(workload, cluster, dt)):
         while arrived < n and workload.arrival[arrived] <= now + 1e-9:
             arrived += 1
         active = np.flatnonzero(np.isinf(finish[:arrived]))
@@ -98,6 +108,10 @@ def simulate(
         decision = scheduler.decide(state)
         sched_time.append(time.perf_counter() - t0)
         _check_decision(decision, state, cluster, scheduler)
+        for j, p in decision:
+            if previous.get(j) != p:
+                since[j] = slot
+        decision = sorted(decision, key=lambda jp: since[jp[0]])  # stable: commit order among new
         js = np.array([j for j, _ in decision], dtype=np.int64)
         w = np.array([sum(g for _, g in p) for _, p in decision], dtype=np.int64)
         b = ring_bandwidth(cluster, [p for _, p in decision], config.network)

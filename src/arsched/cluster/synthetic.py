@@ -15,13 +15,13 @@ from arsched.errors import ArschedError
 
 GPU_SIZES = np.array([1, 2, 4, 8, 16, 32])
 GPU_SHARES = np.array([0.60, 0.13, 0.12, 0.10, 0.04, 0.01])
-PARAMS = {"jobs": 1000, "seed": 0, "interval": 20.0, "median": 900.0, "sigma": 1.5}
+PARAMS = {"jobs": 1000, "seed": 0, "interval": 10.0, "median": 900.0, "sigma": 1.5}
 
 
 def synthetic(
     jobs: int = 1000,
     seed: int = 0,
-    interval: float = 20.0,
+    interval: float = 10.0,
     median: float = 900.0,
     sigma: float = 1.5,
     elastic: int = 2,

@@ -23,10 +23,16 @@ from arsched.cluster.placement import fewest_servers, one_server, random_gpus, t
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
 BLANK = -1e30  # value of a paused job for the completion-time allocator
+MIN_GAIN = 1e-12  # a move must gain more than this per GPU (crumbs of bandwidth gain ~0)
 
 
 class _Greedy:
-    """One slot of a marginal-gain allocation (state kept across moves)."""
+    """One slot of a marginal-gain allocation (state kept across moves).
+
+    Values of every (job, candidate size) at the estimated bandwidth are computed once, in one
+    vectorised call; a move's real value is recomputed only when its embedding's bandwidth
+    differs from the estimate.
+    """
 
     def __init__(self, state: SlotState, aware: bool, completion: bool) -> None:
         self.s = state
@@ -36,17 +42,25 @@ class _Greedy:
         self.free = np.full(c.num_servers, c.gpus_per_server, dtype=np.int64)
         self.residual = c.capacity.astype(float).copy()
         self.w: dict[int, int] = {}
-        self.b: dict[int, float] = {}
+        self.v: dict[int, float] = {}
         self.place: dict[int, Placement] = {}
         self.resv: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
         self.order: dict[int, int] = {}
         a = state.active
-        self.cap = np.minimum(wl.max_workers, c.num_gpus)
         self.ref = wl.gpus / wl.tau
         self.age = state.now - wl.arrival
-        self.spread_bw = float(c.nic.min())
-        pow2 = 2 ** np.arange(int(np.log2(max(int(self.cap[a].max()), 1))) + 1)
-        self.cand = np.concatenate([np.broadcast_to(pow2, (len(a), len(pow2))), wl.gpus[a, None]], axis=1)
+        self.spread_bw = min(float(c.nic.min()), c.intra_bandwidth)
+        cap = np.minimum(wl.max_workers[a], c.num_gpus)
+        pow2 = 2 ** np.arange(int(np.log2(max(int(cap.max()), 1))) + 1)
+        cand = np.concatenate([np.broadcast_to(pow2, (len(a), len(pow2))), wl.gpus[a, None]], axis=1)
+        cand = np.where(cand <= cap[:, None], cand, 0)
+        cand.sort(axis=1)
+        self.est_b = np.where(cand <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
+        table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), self.est_b)
+        self.v0 = self.value(a, np.zeros(len(a)), np.full(len(a), np.inf)).tolist()
+        self.cand = cand.tolist()
+        self.table = table.tolist()
+        self.row = {int(j): i for i, j in enumerate(a)}
 
     def value(self, js: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         s, wl = self.s, self.s.workload
@@ -58,23 +72,18 @@ class _Greedy:
             rate, w, s.remaining[js], self.age[js], self.ref[js], wl.duration[js], wl.gpus[js], s.dt
         )
 
-    def estimate_b(self, w: np.ndarray) -> np.ndarray:
-        c = self.s.cluster
-        return np.where(w <= c.gpus_per_server, c.intra_bandwidth, min(self.spread_bw, c.intra_bandwidth))
-
-    def moves(self, rows: np.ndarray) -> list[tuple[float, int, int, int]]:
-        """The best next move of each job (by row of the active array), vectorised."""
-        a = self.s.active[rows]
-        cand = self.cand[rows]
-        cur = np.array([self.w.get(int(j), 0) for j in a])
-        cur_b = np.array([self.b.get(int(j), np.inf) for j in a])
-        ok = (cand > cur[:, None]) & (cand <= self.cap[a, None])
-        base = self.value(a, cur, cur_b)
-        val = self.value(np.repeat(a, cand.shape[1]).reshape(cand.shape), cand, self.estimate_b(cand))
-        gain = np.where(ok, (val - base[:, None]) / np.maximum(cand - cur[:, None], 1), -np.inf)
-        best = gain.argmax(axis=1)
-        g = gain[np.arange(len(a)), best]
-        return [(-float(g[i]), int(a[i]), int(cur[i]), int(cand[i, best[i]])) for i in np.flatnonzero(g > 0)]
+    def next_move(self, j: int) -> tuple[float, int, int, int] | None:
+        """The job's best growth from its current size: (-gain per GPU, job, from, to)."""
+        i = self.row[j]
+        cur = self.w.get(j, 0)
+        base = self.v.get(j, self.v0[i])
+        best = None
+        for k, w in enumerate(self.cand[i]):
+            if w > cur:
+                g = (self.table[i][k] - base) / (w - cur)
+                if g > MIN_GAIN and (best is None or g > best[0]):
+                    best = (g, w)
+        return None if best is None else (-best[0], j, cur, best[1])
 
     def _reserve(self, p: Placement) -> tuple[np.ndarray, np.ndarray, float]:
         links, mult = ring_links(self.s.cluster, p)
@@ -93,13 +102,20 @@ class _Greedy:
         links, mult, r = resv
         if len(links):
             self.residual[links] = np.maximum(self.residual[links] - r * mult, 0.0)
-        self.place[j], self.resv[j], self.b[j] = p, resv, r
+        self.place[j], self.resv[j] = p, resv
+
+    def _value_at(self, j: int, need: int, b: float) -> float:
+        i = self.row[j]
+        k = self.cand[i].index(need)
+        if b == self.est_b[i, k]:
+            return self.table[i][k]
+        return float(self.value(np.array([j]), np.array([need]), np.array([b]))[0])
 
     def embed(self, j: int, need: int) -> tuple[Placement, tuple, float] | None:
-        """The best ring for `need` GPUs (the job's own GPUs already released)."""
+        """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
         c = self.s.cluster
-        options: list[Placement | None] = []
         prev = self.s.previous.get(j)
+        options: list[Placement | None] = []
         if prev is not None and sum(g for _, g in prev) == need and all(self.free[s] >= g for s, g in prev):
             options.append(prev)
         options.append(one_server(self.free, need))
@@ -111,9 +127,13 @@ class _Greedy:
         for p in options:
             if p is None:
                 continue
-            resv = self._reserve(p) if self.aware else (np.zeros(0, dtype=np.int64), np.zeros(0), np.inf)
-            b = resv[2] if self.aware else float(self.estimate_b(np.array(need)))
-            v = float(self.value(np.array([j]), np.array([need]), np.array([b]))[0])
+            if self.aware:
+                resv = self._reserve(p)
+                b = resv[2]
+            else:
+                resv = (np.zeros(0, dtype=np.int64), np.zeros(0), np.inf)
+                b = c.intra_bandwidth if len(p) == 1 else self.spread_bw
+            v = self._value_at(j, need, b)
             if best is None or v > best[2] + 1e-12:
                 best = (p, resv, v)
             if p is prev or len(p) == 1:
@@ -121,26 +141,21 @@ class _Greedy:
         return best
 
     def run(self) -> Decision:
-        heap = self.moves(np.arange(len(self.s.active)))
+        heap = [mv for j in self.row if (mv := self.next_move(j)) is not None]
         heapq.heapify(heap)
-        rows = {int(j): i for i, j in enumerate(self.s.active)}
         checked: set[tuple[int, int]] = set()
         step = 0
         while heap:
-            neg, j, cur, target = heapq.heappop(heap)
-            if self.w.get(j, 0) != cur or neg >= 0:
+            _, j, cur, target = heapq.heappop(heap)
+            if self.w.get(j, 0) != cur:
                 continue
-            old = (self.place.get(j), self.resv.get(j), self.b.get(j))
+            old = (self.place.get(j), self.resv.get(j))
             self._release(j)
             got = self.embed(j, target)
-            base = float(
-                self.value(np.array([j]), np.array([cur]), np.array([np.inf if old[2] is None else old[2]]))[
-                    0
-                ]
-            )
+            base = self.v.get(j, self.v0[self.row[j]])
             gain = (got[2] - base) / (target - cur) if got else -np.inf
             nxt = -heap[0][0] if heap else -np.inf
-            if got is None or gain <= 0 or (gain < nxt - 1e-12 and (j, target) not in checked):
+            if got is None or gain <= MIN_GAIN or (gain < nxt - 1e-12 and (j, target) not in checked):
                 if old[0] is not None:
                     self._acquire(j, old[0], old[1])
                 if got is not None and gain > 0:
@@ -148,10 +163,11 @@ class _Greedy:
                     heapq.heappush(heap, (-gain, j, cur, target))
                 continue
             self._acquire(j, got[0], got[1])
-            self.w[j] = target
+            self.w[j], self.v[j] = target, got[2]
             self.order[j] = step
             step += 1
-            for mv in self.moves(np.array([rows[j]])):
+            mv = self.next_move(j)
+            if mv is not None:
                 heapq.heappush(heap, mv)
         return [(j, self.place[j]) for j in sorted(self.order, key=self.order.__getitem__)]
 
@@ -174,18 +190,15 @@ class Optimus(Scheduler):
 
 class RandomPlacement(Scheduler):
     name = "random"
-    about = "ablation: GADGET's worker counts placed on random free GPUs"
+    about = "ablation: GADGET's worker counts on random free GPUs, drawn afresh every slot"
 
     def decide(self, state: SlotState) -> Decision:
         plan = GADGET().decide(state)
-        rng = np.random.default_rng([state.seed, int(state.now * 1000)])
+        rng = np.random.default_rng([state.seed, round(state.now * 1000)])
         free = np.full(state.cluster.num_servers, state.cluster.gpus_per_server, dtype=np.int64)
         out: Decision = []
         for j, p in plan:
-            q = state.previous.get(j)
-            need = sum(g for _, g in p)
-            if q is None or sum(g for _, g in q) != need or any(free[s] < g for s, g in q):
-                q = random_gpus(free, need, rng)
+            q = random_gpus(free, sum(g for _, g in p), rng)
             take(free, q)
             out.append((j, q))
         return out
