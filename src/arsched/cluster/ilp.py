@@ -14,8 +14,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from arsched.cluster.cluster import parse_cluster
 from arsched.cluster.schedulers.base import SlotState
 from arsched.cluster.schedulers.greedy import _Greedy
+from arsched.cluster.synthetic import synthetic
+from arsched.cluster.utility import Objective
 from arsched.errors import ArschedError
 
 
@@ -92,3 +95,16 @@ def optimum_gain(state: SlotState) -> float:
     if res.status != 0:
         raise ArschedError(f"the slot ILP did not solve: {res.message}")
     return float(-res.fun)
+
+
+def random_instance(seed: int, objective: str = "jct") -> SlotState:
+    """A random small slot: 3-6 jobs (up to 4 GPUs asked, 8 allowed) with 10-100 % of their work
+    left, on 2-4 servers of 4 GPUs under one switch."""
+    rng = np.random.default_rng(seed)
+    c = parse_cluster(f"star:n={rng.integers(2, 5)},gpus=4")
+    wl = synthetic(int(rng.integers(3, 7)), seed=seed, interval=5, median=300)
+    wl = wl.__class__(wl.ids, wl.models, wl.arrival, wl.tau, wl.grad_bytes, wl.work,
+                      np.minimum(wl.gpus, 4), np.minimum(wl.max_workers, 8), wl.name)  # fmt: skip
+    left = wl.work * rng.uniform(0.1, 1.0, len(wl))
+    return SlotState(float(wl.arrival.max()), 30.0, np.arange(len(wl)), left, np.zeros(len(wl)), {}, wl, c,
+                     Objective(objective), 5e-6, seed)  # fmt: skip
