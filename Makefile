@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_routing.py
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/python benchmarks/bench_algorithms.py
+	$(BIN)/python benchmarks/bench_cluster.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
