@@ -1,0 +1,155 @@
+"""A GPU cluster: servers with G GPUs each and an intra-server bandwidth, on an arsched topology.
+
+Inter-server ring hops follow the topology's routes (one fewest-hop path per server pair, picked
+among the equal-cost paths by a fixed hash, like ECMP); hops inside a server use the intra-server
+bandwidth (NVLink/PCIe), which the topology does not model.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from arsched.errors import ArschedError
+from arsched.topology import Topology, leafspine, parse_spec, star
+from arsched.topology.io import HOSTLIST_COLUMNS
+from arsched.units import parse_bandwidth
+
+DEFAULT_GPUS = 8
+DEFAULT_INTRA = 150e9  # bytes/s: an NVLink-class intra-server ring
+TIRESIAS_COLUMNS = ("num_switch", "num_node_p_switch", "num_gpu_p_node")
+CLUSTER_KEYS = ("gpus", "intra")
+
+
+@dataclass
+class Cluster:
+    """Servers of `topology` (in locality order: grouped by their first switch), G GPUs each."""
+
+    topology: Topology
+    gpus_per_server: int = DEFAULT_GPUS
+    intra_bandwidth: float = DEFAULT_INTRA
+    name: str = ""
+    _paths: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_server < 1:
+            raise ArschedError(f"a cluster needs at least 1 GPU per server, got {self.gpus_per_server}")
+        if not self.intra_bandwidth > 0:
+            raise ArschedError(f"intra-server bandwidth must be > 0, got {self.intra_bandwidth}")
+        self.name = self.name or self.topology.name
+        c = self.topology.compiled
+        servers = self.topology.servers
+        first = []
+        for s in servers:
+            i = c.index[s]
+            nbrs = c.adjacency.indices[c.adjacency.indptr[i] : c.adjacency.indptr[i + 1]]
+            first.append(int(nbrs.min()) if len(nbrs) else -1)
+        order = np.lexsort((np.arange(len(servers)), np.array(first)))
+        self.server_ids: tuple[str, ...] = tuple(servers[i] for i in order)
+        self.node_index = np.array([c.index[s] for s in self.server_ids], dtype=np.int64)
+        _, self.group = np.unique(np.array(first)[order], return_inverse=True)
+        self.capacity = c.capacity
+        out_cap = np.zeros(c.num_nodes)
+        np.maximum.at(out_cap, c.link_src, c.capacity)
+        self.nic = out_cap[self.node_index]  # fastest link out of each server
+
+    @property
+    def num_servers(self) -> int:
+        return len(self.server_ids)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.num_servers * self.gpus_per_server
+
+    @property
+    def num_links(self) -> int:
+        return len(self.capacity)
+
+    def hop_links(self, a: int, b: int) -> np.ndarray:
+        """Link indices of the route from server a to server b (cluster server indices)."""
+        key = (a, b)
+        links = self._paths.get(key)
+        if links is None:
+            src, dst = self.server_ids[a], self.server_ids[b]
+            options = self.topology.router.ecmp_paths(src, dst, limit=16)
+            path = options[(a * 7919 + b) % len(options)]
+            links = self._paths[key] = self.topology.compiled.path_links(path)
+        return links
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: {self.num_servers} servers x {self.gpus_per_server} GPUs, "
+            f"intra-server {self.intra_bandwidth / 1e9:g} GB/s"
+        )
+
+
+def _split_keys(spec: str) -> tuple[str, dict[str, str]]:
+    """Remove the cluster keys (gpus=, intra=) from a spec; the rest is a topology spec or path."""
+    head, sep, rest = spec.partition(":")
+    if Path(spec).is_file():
+        return spec, {}
+    items = [x.strip() for x in (rest.split(",") if sep else [])]
+    if not sep and "," in head:  # a file path followed by ,gpus=...
+        head, *items = [x.strip() for x in head.split(",")]
+    own = {}
+    kept = []
+    for item in filter(None, items):
+        key, _, value = (x.strip() for x in item.partition("="))
+        if key in CLUSTER_KEYS:
+            own[key] = value
+        else:
+            kept.append(item)
+    topo = head + (":" + ",".join(kept) if sep else "")
+    return topo, own
+
+
+def _tiresias_spec(path: Path) -> tuple[Topology, int]:
+    """A Tiresias cluster spec (switches x nodes per switch x GPUs per node) as a topology."""
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise ArschedError(f"{path} has a header but no cluster row")
+    row = rows[0]
+    try:
+        sw, nodes, gpus = (int(row[k]) for k in TIRESIAS_COLUMNS)
+    except (TypeError, ValueError):
+        raise ArschedError(f"{path} row 2: {', '.join(TIRESIAS_COLUMNS)} must be integers") from None
+    if min(sw, nodes, gpus) < 1:
+        raise ArschedError(f"{path} row 2: switch, node and GPU counts must be >= 1")
+    topo = star(nodes) if sw == 1 else leafspine(leaves=sw, spines=1, servers_per_leaf=nodes)
+    return topo, gpus
+
+
+def parse_cluster(spec: str, gpus: int | None = None, intra: float | None = None) -> Cluster:
+    """A cluster from a topology spec with `gpus=G[,intra=BW]`, a Tiresias spec CSV or a host list.
+
+    Tiresias specs become a star (one switch) or leaf-spine with one spine (their two-level tree).
+    """
+    topo_spec, own = _split_keys(spec.strip())
+    g = int(own["gpus"]) if "gpus" in own and own["gpus"].isdigit() else None
+    if "gpus" in own and g is None:
+        raise ArschedError(f"cluster spec {spec!r}: gpus must be a positive integer, got {own['gpus']!r}")
+    bw = parse_bandwidth(own["intra"]) if "intra" in own else None
+    path = Path(topo_spec)
+    if path.is_file() and path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+        if all(c in header for c in TIRESIAS_COLUMNS):
+            topo, g_file = _tiresias_spec(path)
+            g = g or g_file
+        elif all(c in header for c in HOSTLIST_COLUMNS):
+            topo = parse_spec(topo_spec)
+        else:
+            raise ArschedError(
+                f"{path} is neither a Tiresias cluster spec ({','.join(TIRESIAS_COLUMNS)}) "
+                f"nor a host list ({','.join(HOSTLIST_COLUMNS)})"
+            )
+    else:
+        topo = parse_spec(topo_spec)
+    g = gpus or g or DEFAULT_GPUS
+    return Cluster(
+        topo, int(g), float(intra or bw or DEFAULT_INTRA), name=path.stem if path.is_file() else ""
+    )

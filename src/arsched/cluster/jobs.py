@@ -1,0 +1,83 @@
+"""Jobs as arrays: arrival, model (gradient bytes, compute time), work, worker bound, request.
+
+Work is counted in worker-iterations (one worker processing one local batch), so a job with w
+workers and iteration time T(w) progresses at w / T(w) per second, and a trace's job that ran
+`iterations` iterations on `gpus` GPUs needs gpus x iterations of work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from arsched.errors import ArschedError
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A trace: one entry per job, ordered by arrival (ties by id)."""
+
+    ids: tuple[str, ...]
+    models: tuple[str, ...]
+    arrival: np.ndarray  # s
+    tau: np.ndarray  # s of compute per iteration
+    grad_bytes: np.ndarray  # bytes of gradient per all-reduce
+    work: np.ndarray  # worker-iterations
+    gpus: np.ndarray  # GPUs requested (the rigid schedulers' size)
+    max_workers: np.ndarray  # elastic bound W
+    name: str = "trace"
+
+    def __post_init__(self) -> None:
+        n = len(self.ids)
+        for field in ("arrival", "tau", "grad_bytes", "work", "gpus", "max_workers"):
+            if len(getattr(self, field)) != n:
+                raise ArschedError(f"workload {self.name}: {field} has the wrong length")
+        if n == 0:
+            raise ArschedError(f"workload {self.name} has no job")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def duration(self) -> np.ndarray:
+        """Compute-only run time at the requested size (the trace's own duration)."""
+        return self.work * self.tau / self.gpus
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        ids: list[str],
+        models: list[str],
+        arrival: list[float],
+        tau: list[float],
+        grad_bytes: list[float],
+        work: list[float],
+        gpus: list[int],
+        max_workers: list[int] | None = None,
+    ) -> Workload:
+        """Sort by arrival (stable), shift time so the first job arrives at 0."""
+        arr = np.asarray(arrival, dtype=float)
+        order = np.lexsort((np.arange(len(arr)), arr))
+        g = np.asarray(gpus, dtype=np.int64)
+        w = np.asarray(max_workers if max_workers is not None else g, dtype=np.int64)
+        return cls(
+            ids=tuple(ids[i] for i in order),
+            models=tuple(models[i] for i in order),
+            arrival=arr[order] - (arr.min() if len(arr) else 0.0),
+            tau=np.asarray(tau, dtype=float)[order],
+            grad_bytes=np.asarray(grad_bytes, dtype=float)[order],
+            work=np.asarray(work, dtype=float)[order],
+            gpus=g[order],
+            max_workers=np.maximum(w[order], g[order]),
+            name=name,
+        )
+
+    def head(self, n: int) -> Workload:
+        """The first n jobs by arrival."""
+        sl = slice(0, n)
+        return Workload(
+            self.ids[sl], self.models[sl], self.arrival[sl], self.tau[sl], self.grad_bytes[sl],
+            self.work[sl], self.gpus[sl], self.max_workers[sl], self.name,
+        )  # fmt: skip

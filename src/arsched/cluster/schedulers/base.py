@@ -1,0 +1,45 @@
+"""What a scheduler sees each slot and what it returns.
+
+A scheduler's `decide(state)` returns the placements of the jobs to run this slot, in the order
+it committed them (the `reserved` network mode reserves bandwidth in that order). A job left
+out is paused. Placements must fit the servers' GPUs; the simulator checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from arsched.cluster.cluster import Cluster
+from arsched.cluster.jobs import Workload
+from arsched.cluster.network import Placement
+from arsched.cluster.utility import Objective
+
+
+@dataclass
+class SlotState:
+    now: float
+    dt: float
+    active: np.ndarray  # job indices, arrived and unfinished, by arrival
+    remaining: np.ndarray  # work left, per job (all jobs)
+    attained: np.ndarray  # GPU-seconds received so far, per job
+    previous: dict[int, Placement]  # last slot's placements
+    workload: Workload
+    cluster: Cluster
+    objective: Objective
+    alpha: float
+    seed: int
+
+
+Decision = list[tuple[int, Placement]]
+
+
+class Scheduler:
+    """Base class: `name`, a one-line `about`, and `decide`."""
+
+    name = "base"
+    about = ""
+
+    def decide(self, state: SlotState) -> Decision:  # pragma: no cover - interface
+        raise NotImplementedError

@@ -1,0 +1,204 @@
+"""Greedy marginal-gain allocators: GADGET, an Optimus-style one blind to topology, and GADGET's
+allocation with random placement (ablation).
+
+GADGET (Yu et al., INFOCOM'22), each slot, from an empty cluster: every job's next move is to
+grow from w to the next worker count w' (powers of two up to its bound, and its request); the
+move with the largest marginal utility per GPU, (v(w') - v(w)) / (w' - w), is embedded and
+committed, then the job's next move is queued; stop when no move gains. The embedding tries the
+job's previous GPUs (no restart), one server (best fit), then the fewest servers under one ToR,
+then the fewest servers anywhere, and reserves on every link the ring crosses the largest rate
+the residual capacity allows; the embedding with the best value wins. Gains are estimated with
+the server's uplink bandwidth and checked after embedding (lazy greedy: a move whose real gain
+fell below the next one is queued again).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from arsched.cluster.network import Placement, intra_cap, ring_links, throughput
+from arsched.cluster.placement import fewest_servers, one_server, random_gpus, take
+from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
+
+BLANK = -1e30  # value of a paused job for the completion-time allocator
+MIN_GAIN = 1e-12  # a move must gain more than this per GPU (crumbs of bandwidth gain ~0)
+
+
+class _Greedy:
+    """One slot of a marginal-gain allocation (state kept across moves).
+
+    Values of every (job, candidate size) at the estimated bandwidth are computed once, in one
+    vectorised call; a move's real value is recomputed only when its embedding's bandwidth
+    differs from the estimate.
+    """
+
+    def __init__(self, state: SlotState, aware: bool, completion: bool) -> None:
+        self.s = state
+        self.aware = aware  # plans with ToRs and link reservations (GADGET) or not (Optimus)
+        self.completion = completion  # value = -remaining time (Optimus) instead of the objective
+        wl, c = state.workload, state.cluster
+        self.free = np.full(c.num_servers, c.gpus_per_server, dtype=np.int64)
+        self.residual = c.capacity.astype(float).copy()
+        self.w: dict[int, int] = {}
+        self.v: dict[int, float] = {}
+        self.place: dict[int, Placement] = {}
+        self.resv: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+        self.order: dict[int, int] = {}
+        a = state.active
+        self.ref = wl.gpus / wl.tau
+        self.age = state.now - wl.arrival
+        self.spread_bw = min(float(c.nic.min()), c.intra_bandwidth)
+        cap = np.minimum(wl.max_workers[a], c.num_gpus)
+        pow2 = 2 ** np.arange(int(np.log2(max(int(cap.max()), 1))) + 1)
+        cand = np.concatenate([np.broadcast_to(pow2, (len(a), len(pow2))), wl.gpus[a, None]], axis=1)
+        cand = np.where(cand <= cap[:, None], cand, 0)
+        cand.sort(axis=1)
+        self.est_b = np.where(cand <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
+        table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), self.est_b)
+        self.v0 = self.value(a, np.zeros(len(a)), np.full(len(a), np.inf)).tolist()
+        self.cand = cand.tolist()
+        self.table = table.tolist()
+        self.row = {int(j): i for i, j in enumerate(a)}
+
+    def value(self, js: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        s, wl = self.s, self.s.workload
+        rate = throughput(wl.tau[js], wl.grad_bytes[js], w, b, s.alpha)
+        if self.completion:
+            with np.errstate(divide="ignore"):
+                return np.where(rate > 0, -s.remaining[js] / np.maximum(rate, 1e-300), BLANK)
+        return s.objective.slot_value(
+            rate, w, s.remaining[js], self.age[js], self.ref[js], wl.duration[js], wl.gpus[js], s.dt
+        )
+
+    def next_move(self, j: int) -> tuple[float, int, int, int] | None:
+        """The job's best growth from its current size: (-gain per GPU, job, from, to)."""
+        i = self.row[j]
+        cur = self.w.get(j, 0)
+        base = self.v.get(j, self.v0[i])
+        best = None
+        for k, w in enumerate(self.cand[i]):
+            if w > cur:
+                g = (self.table[i][k] - base) / (w - cur)
+                if g > MIN_GAIN and (best is None or g > best[0]):
+                    best = (g, w)
+        return None if best is None else (-best[0], j, cur, best[1])
+
+    def _reserve(self, p: Placement) -> tuple[np.ndarray, np.ndarray, float]:
+        links, mult = ring_links(self.s.cluster, p)
+        r = float((self.residual[links] / mult).min()) if len(links) else np.inf
+        return links, mult, min(r, intra_cap(self.s.cluster, p))
+
+    def _release(self, j: int) -> None:
+        if j in self.place:
+            take(self.free, self.place[j], +1)
+            links, mult, r = self.resv[j]
+            if len(links):
+                self.residual[links] += r * mult
+
+    def _acquire(self, j: int, p: Placement, resv: tuple[np.ndarray, np.ndarray, float]) -> None:
+        take(self.free, p)
+        links, mult, r = resv
+        if len(links):
+            self.residual[links] = np.maximum(self.residual[links] - r * mult, 0.0)
+        self.place[j], self.resv[j] = p, resv
+
+    def _value_at(self, j: int, need: int, b: float) -> float:
+        i = self.row[j]
+        k = self.cand[i].index(need)
+        if b == self.est_b[i, k]:
+            return self.table[i][k]
+        return float(self.value(np.array([j]), np.array([need]), np.array([b]))[0])
+
+    def embed(self, j: int, need: int) -> tuple[Placement, tuple, float] | None:
+        """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
+        c = self.s.cluster
+        prev = self.s.previous.get(j)
+        options: list[Placement | None] = []
+        if prev is not None and sum(g for _, g in prev) == need and all(self.free[s] >= g for s, g in prev):
+            options.append(prev)
+        options.append(one_server(self.free, need))
+        if self.aware:
+            options += [fewest_servers(self.free, need, c.group), fewest_servers(self.free, need)]
+        else:
+            options.append(fewest_servers(self.free, need))
+        best = None
+        for p in options:
+            if p is None:
+                continue
+            if self.aware:
+                resv = self._reserve(p)
+                b = resv[2]
+            else:
+                resv = (np.zeros(0, dtype=np.int64), np.zeros(0), np.inf)
+                b = c.intra_bandwidth if len(p) == 1 else self.spread_bw
+            v = self._value_at(j, need, b)
+            if best is None or v > best[2] + 1e-12:
+                best = (p, resv, v)
+            if p is prev or len(p) == 1:
+                break  # no restart, or a single server: nothing beats it
+        return best
+
+    def run(self) -> Decision:
+        heap = [mv for j in self.row if (mv := self.next_move(j)) is not None]
+        heapq.heapify(heap)
+        checked: set[tuple[int, int]] = set()
+        step = 0
+        while heap:
+            _, j, cur, target = heapq.heappop(heap)
+            if self.w.get(j, 0) != cur:
+                continue
+            old = (self.place.get(j), self.resv.get(j))
+            self._release(j)
+            got = self.embed(j, target)
+            base = self.v.get(j, self.v0[self.row[j]])
+            gain = (got[2] - base) / (target - cur) if got else -np.inf
+            nxt = -heap[0][0] if heap else -np.inf
+            if got is None or gain <= MIN_GAIN or (gain < nxt - 1e-12 and (j, target) not in checked):
+                if old[0] is not None:
+                    self._acquire(j, old[0], old[1])
+                if got is not None and gain > 0:
+                    checked.add((j, target))
+                    heapq.heappush(heap, (-gain, j, cur, target))
+                continue
+            self._acquire(j, got[0], got[1])
+            self.w[j], self.v[j] = target, got[2]
+            self.order[j] = step
+            step += 1
+            mv = self.next_move(j)
+            if mv is not None:
+                heapq.heappush(heap, mv)
+        return [(j, self.place[j]) for j in sorted(self.order, key=self.order.__getitem__)]
+
+
+class GADGET(Scheduler):
+    name = "gadget"
+    about = "GADGET: greedy marginal utility per GPU, ring embedding with link reservation, elastic"
+
+    def decide(self, state: SlotState) -> Decision:
+        return _Greedy(state, aware=True, completion=False).run() if len(state.active) else []
+
+
+class Optimus(Scheduler):
+    name = "optimus"
+    about = "Optimus-style: marginal cut in remaining time per GPU, fewest servers, blind to links"
+
+    def decide(self, state: SlotState) -> Decision:
+        return _Greedy(state, aware=False, completion=True).run() if len(state.active) else []
+
+
+class RandomPlacement(Scheduler):
+    name = "random"
+    about = "ablation: GADGET's worker counts on random free GPUs, drawn afresh every slot"
+
+    def decide(self, state: SlotState) -> Decision:
+        plan = GADGET().decide(state)
+        rng = np.random.default_rng([state.seed, round(state.now * 1000)])
+        free = np.full(state.cluster.num_servers, state.cluster.gpus_per_server, dtype=np.int64)
+        out: Decision = []
+        for j, p in plan:
+            q = random_gpus(free, sum(g for _, g in p), rng)
+            take(free, q)
+            out.append((j, q))
+        return out

@@ -1,0 +1,222 @@
+"""Trace loaders: Tiresias CSV, Microsoft Philly `cluster_job_log` JSON, SenseTime Helios CSV.
+
+Every malformed row raises an error naming the file, the row and the field; with
+`skip_bad_rows=True` such rows are dropped and counted instead. `load_trace` also accepts a
+synthetic spec such as `synthetic:jobs=1000,seed=1` (see `synthetic.py`).
+
+Formats (times in seconds unless said):
+- Tiresias: `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`; the compute time
+  of one iteration is duration / iterations, the gradient size comes from the model zoo.
+- Philly: a JSON list of jobs `{jobid, submitted_time, status, attempts: [{start_time, end_time,
+  detail: [{ip, gpus: [...]}]}]}` with times 'YYYY-mm-dd HH:MM:SS'; the last attempt gives the
+  GPU count (GPUs over all its machines) and the run time.
+- Helios: `job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,
+  duration,queue`; rows with gpu_num 0 are CPU jobs and left out (not errors).
+Philly and Helios name no model: each job gets one from the zoo by a hash of its id.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from arsched.cluster.jobs import Workload
+from arsched.cluster.models import ZOO, model
+from arsched.errors import ArschedError
+
+TIRESIAS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
+HELIOS = ("job_id", "gpu_num", "submit_time", "duration")
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+class BadRow(ArschedError):
+    """One malformed row of a trace file."""
+
+
+@dataclass
+class _Rows:
+    """Accumulates jobs; counts or raises on bad rows."""
+
+    path: Path
+    skip_bad: bool
+    elastic: int
+    skipped: int = 0
+    cols: dict[str, list[Any]] = field(
+        default_factory=lambda: {k: [] for k in ("ids", "models", "arrival", "tau", "grad", "work", "gpus")}
+    )
+
+    def bad(self, row: int, fld: str, problem: str) -> None:
+        if not self.skip_bad:
+            raise BadRow(
+                f"{self.path} row {row}: field {fld!r} {problem} (use --skip-bad-rows to drop such rows)"
+            )
+        self.skipped += 1
+
+    def add(self, jid: str, mdl: str, arrival: float, tau: float, work: float, gpus: int) -> None:
+        for key, val in zip(
+            self.cols, (jid, mdl, arrival, tau, model(mdl).grad_bytes, work, gpus), strict=True
+        ):
+            self.cols[key].append(val)
+
+    def workload(self) -> Workload:
+        if not self.cols["ids"]:
+            raise ArschedError(f"{self.path} has no usable job ({self.skipped} bad rows skipped)")
+        c = self.cols
+        return Workload.build(
+            self.path.stem, c["ids"], c["models"], c["arrival"], c["tau"], c["grad"], c["work"], c["gpus"],
+            [self.elastic * g for g in c["gpus"]],
+        )  # fmt: skip
+
+
+def _number(rows: _Rows, row: int, rec: dict, key: str, positive: bool = True) -> float | None:
+    raw = rec.get(key)
+    try:
+        val = float(raw)
+    except (TypeError, ValueError):
+        rows.bad(row, key, f"is {raw!r}, not a number")
+        return None
+    if val != val or val < 0 or (positive and val == 0):
+        rows.bad(row, key, f"is {raw!r}; it must be {'> 0' if positive else '>= 0'}")
+        return None
+    return val
+
+
+def _model_for(job_id: str) -> str:
+    names = list(ZOO)
+    return names[zlib.crc32(job_id.encode()) % len(names)]
+
+
+def _csv(path: Path, required: tuple[str, ...], fmt: str) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ArschedError(f"{path} is not a {fmt} trace: it lacks column(s) {', '.join(missing)}")
+        return list(reader)
+
+
+def load_tiresias(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+    """A Tiresias job CSV; returns the workload and the number of bad rows skipped."""
+    rows = _Rows(path, skip_bad_rows, elastic)
+    for i, rec in enumerate(_csv(path, TIRESIAS, "Tiresias"), start=2):
+        vals = [_number(rows, i, rec, k, positive=k != "submit_time") for k in TIRESIAS[1:4]]
+        dur = _number(rows, i, rec, "duration")
+        if None in vals or dur is None:
+            continue
+        gpus, submit, iters = vals
+        if gpus != int(gpus):
+            rows.bad(i, "num_gpu", f"is {rec['num_gpu']!r}, not a whole number")
+            continue
+        name = (rec.get("model_name") or "").strip().lower()
+        if name not in ZOO:
+            rows.bad(i, "model_name", f"is {name!r}, not a model of the zoo ({', '.join(ZOO)})")
+            continue
+        rows.add(str(rec["job_id"]), name, submit, dur / iters, iters * gpus, int(gpus))
+    return rows.workload(), rows.skipped
+
+
+def _time(rows: _Rows, row: int, value: Any, fld: str) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return datetime.strptime(str(value), TIME_FORMAT).timestamp()
+    except ValueError:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            rows.bad(row, fld, f"is {value!r}, not a time like 2017-10-03 02:43:33")
+            return None
+
+
+def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+    """A Philly `cluster_job_log` JSON file (row = position of the job in the list, from 1)."""
+    try:
+        jobs = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ArschedError(f"{path} is not valid JSON ({e})") from None
+    if not isinstance(jobs, list):
+        raise ArschedError(f"{path} is not a Philly cluster_job_log: it must hold a JSON list of jobs")
+    rows = _Rows(path, skip_bad_rows, elastic)
+    for i, job in enumerate(jobs, start=1):
+        if not isinstance(job, dict) or not job.get("jobid"):
+            rows.bad(i, "jobid", "is missing")
+            continue
+        attempts = job.get("attempts")
+        if not isinstance(attempts, list) or not attempts or not isinstance(attempts[-1], dict):
+            rows.bad(i, "attempts", "is missing or empty")
+            continue
+        last = attempts[-1]
+        detail = last.get("detail")
+        if not isinstance(detail, list) or not all(isinstance(d, dict) and isinstance(d.get("gpus"), list)
+                                                   for d in detail):  # fmt: skip
+            rows.bad(i, "attempts[-1].detail", "must list machines with their gpus")
+            continue
+        gpus = sum(len(d["gpus"]) for d in detail)
+        if gpus == 0:
+            rows.bad(i, "attempts[-1].detail", "has no GPU")
+            continue
+        times = [_time(rows, i, v, k) for v, k in (
+            (job.get("submitted_time"), "submitted_time"),
+            (last.get("start_time"), "attempts[-1].start_time"),
+            (last.get("end_time"), "attempts[-1].end_time"),
+        )]  # fmt: skip
+        if None in times:
+            continue
+        submit, start, end = times
+        if end <= start:
+            rows.bad(i, "attempts[-1].end_time", "is not after start_time")
+            continue
+        jid = str(job["jobid"])
+        name = _model_for(jid)
+        rows.add(jid, name, submit, ZOO[name].tau, gpus * (end - start) / ZOO[name].tau, gpus)
+    return rows.workload(), rows.skipped
+
+
+def load_helios(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+    """A Helios `cluster_log.csv`; CPU-only rows (gpu_num 0) are left out."""
+    rows = _Rows(path, skip_bad_rows, elastic)
+    for i, rec in enumerate(_csv(path, HELIOS, "Helios"), start=2):
+        gpus = _number(rows, i, rec, "gpu_num", positive=False)
+        if gpus is None:
+            continue
+        if gpus != int(gpus):
+            rows.bad(i, "gpu_num", f"is {rec['gpu_num']!r}, not a whole number")
+            continue
+        if gpus == 0:
+            continue
+        submit = _time(rows, i, rec.get("submit_time"), "submit_time")
+        dur = _number(rows, i, rec, "duration") if submit is not None else None
+        if submit is None or dur is None:
+            continue
+        jid = str(rec["job_id"])
+        name = _model_for(jid)
+        rows.add(jid, name, submit, ZOO[name].tau, gpus * dur / ZOO[name].tau, int(gpus))
+    return rows.workload(), rows.skipped
+
+
+def load_trace(spec: str, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+    """A trace by path (format told by suffix and columns) or a `synthetic:...` spec."""
+    if spec.startswith("synthetic"):
+        from arsched.cluster.synthetic import parse_synthetic
+
+        return parse_synthetic(spec, elastic=elastic), 0
+    path = Path(spec)
+    if not path.is_file():
+        raise ArschedError(f"trace {spec!r} is neither a file nor a spec like synthetic:jobs=1000,seed=1")
+    if path.suffix.lower() == ".json":
+        return load_philly(path, skip_bad_rows, elastic)
+    with path.open(newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f), [])
+    if all(c in header for c in TIRESIAS):
+        return load_tiresias(path, skip_bad_rows, elastic)
+    if all(c in header for c in HELIOS):
+        return load_helios(path, skip_bad_rows, elastic)
+    raise ArschedError(
+        f"{path} is not a known trace: expected Tiresias columns ({','.join(TIRESIAS)}), Helios columns "
+        f"({','.join(HELIOS)}) or a Philly cluster_job_log .json"
+    )

@@ -1,0 +1,193 @@
+"""`arsched cluster run|compare`: trace-driven scheduling of ring-all-reduce jobs on a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from arsched.cliapp import app, emit_json, out
+from arsched.errors import ArschedError
+
+cluster_app = typer.Typer(
+    help=(
+        "Schedule a trace of ring-all-reduce training jobs on a GPU cluster (GADGET and baselines) "
+        "and score it: JCT, makespan, utilisation, energy, utility, fairness.\n\n"
+        "Try `arsched cluster compare --trace ../shared/data/tiresias_60_job.csv "
+        "--cluster ../shared/data/tiresias_n32g4.csv --network reserved,shared`."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(cluster_app, name="cluster")
+
+DEFAULT_CLUSTER = "leafspine:leaves=8,spines=4,servers_per_leaf=8,gpus=8"
+TRACE_HELP = (
+    "Job trace: a Tiresias CSV, a Philly cluster_job_log .json, a Helios cluster_log.csv, or "
+    "synthetic:jobs=1000,seed=1 (Philly-like)."
+)
+CLUSTER_HELP = (
+    "A topology spec with gpus=G and optional intra=BW (intra-server bandwidth), e.g. "
+    f"'{DEFAULT_CLUSTER}'; a Tiresias cluster spec CSV; or a host-list CSV (ip,DSW,PSW,ASW) "
+    "such as the Lingjun file, optionally followed by ',gpus=8'."
+)
+NETWORK_HELP = (
+    "reserved (GADGET's model: bandwidth reserved per ring), shared (rings share links max-min "
+    "fairly, as the network does) or ideal (each ring alone: the contention-blind view)."
+)
+
+Trace = Annotated[str, typer.Option("--trace", help=TRACE_HELP)]
+ClusterSpec = Annotated[str, typer.Option("--cluster", help=CLUSTER_HELP)]
+ObjectiveOpt = Annotated[str, typer.Option(help="Utility: jct, excess, energy or fair.")]
+Slot = Annotated[str | None, typer.Option(help="Slot length, e.g. 30s (default: median job duration / 10).")]
+Restart = Annotated[str, typer.Option(help="Progress lost when a running job's GPUs change, e.g. 10s.")]
+Seed = Annotated[int, typer.Option(help="Seed of every random choice.")]
+SkipBad = Annotated[bool, typer.Option("--skip-bad-rows", help="Drop malformed trace rows and count them.")]
+Json = Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")]
+
+
+def _setup(trace: str, cluster: str, skip_bad_rows: bool, objective: str, slot: str | None, restart: str):
+    from arsched.cluster import load_trace, parse_cluster
+    from arsched.cluster.utility import Objective
+    from arsched.units import parse_time
+
+    obj = Objective(objective)
+    slot_s = parse_time(slot) if slot is not None else None
+    if slot_s is not None and slot_s <= 0:
+        raise ArschedError(f"--slot must be positive, got {slot!r}")
+    restart_s = parse_time(restart)
+    wl, skipped = load_trace(trace, skip_bad_rows=skip_bad_rows)
+    cl = parse_cluster(cluster)
+    return wl, skipped, cl, obj, slot_s, restart_s
+
+
+def _run_all(wl, cl, pairs, config_for, quiet: bool):
+    from arsched.cluster import simulate
+    from arsched.cluster.schedulers import get_scheduler
+
+    results = []
+    with Progress(console=out, transient=True, disable=quiet or not out.is_terminal) as bar:
+        for name, mode in pairs:
+            task = bar.add_task(f"{name} ({mode})", total=1.0)
+            res = simulate(
+                wl, cl, get_scheduler(name), config_for(mode), lambda f, t=task: bar.update(t, completed=f)
+            )
+            results.append(res)
+    return results
+
+
+def _table(title: str, results) -> Table:
+    table = Table(title=title)
+    cols = ["scheduler", "network", "done", "avg JCT s", "p95 JCT s", "makespan s", "utility", "GPU util",
+            "kWh", "Jain", "ms/slot"]  # fmt: skip
+    for c in cols:
+        left = c in ("scheduler", "network")
+        table.add_column(c, justify="left" if left else "right", no_wrap=left, min_width=8 if left else None)
+    for r in results:
+        table.add_row(
+            r.scheduler,
+            r.network,
+            f"{r.finished}/{r.jobs}",
+            f"{r.avg_jct_s:.0f}",
+            f"{r.p95_jct_s:.0f}",
+            f"{r.makespan_s:.0f}",
+            f"{r.total_utility:.2f}",
+            f"{r.gpu_utilization:.3f}",
+            f"{r.energy_kwh:.1f}",
+            f"{r.jain_index:.3f}",
+            f"{r.scheduler_s_per_slot * 1e3:.2f}",
+        )
+    return table
+
+
+def _check_network(modes: list[str]) -> None:
+    from arsched.cluster.network import MODES
+
+    for m in modes:
+        if m not in MODES:
+            raise ArschedError(f"--network {m!r} is not one of {', '.join(MODES)}")
+
+
+@cluster_app.command("run")
+def run(
+    trace: Trace,
+    cluster: ClusterSpec = DEFAULT_CLUSTER,
+    scheduler: Annotated[
+        str, typer.Option(help="gadget, fifo, sjf, tiresias, optimus or random.")
+    ] = "gadget",
+    objective: ObjectiveOpt = "jct",
+    network: Annotated[str, typer.Option(help=NETWORK_HELP)] = "reserved",
+    slot: Slot = None,
+    restart: Restart = "0s",
+    seed: Seed = 0,
+    skip_bad_rows: SkipBad = False,
+    json_out: Json = False,
+) -> None:
+    """Run one scheduler over a trace and print its metrics."""
+    from arsched.cluster import SimConfig
+    from arsched.cluster.schedulers import get_scheduler
+
+    get_scheduler(scheduler)
+    _check_network([network])
+    wl, skipped, cl, obj, slot_s, restart_s = _setup(trace, cluster, skip_bad_rows, objective, slot, restart)
+    cfg = SimConfig(network=network, objective=obj, slot=slot_s, restart=restart_s, seed=seed)
+    (res,) = _run_all(wl, cl, [(scheduler, network)], lambda _m: cfg, json_out)
+    if json_out:
+        emit_json(res.to_json())
+        return
+    if skipped:
+        out.print(f"skipped {skipped} bad rows of {trace}")
+    out.print(_table(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {res.slot_s:g} s", [res]))
+
+
+@cluster_app.command("compare")
+def compare(
+    trace: Trace,
+    cluster: ClusterSpec = DEFAULT_CLUSTER,
+    schedulers: Annotated[str, typer.Option(help="Comma-separated schedulers (default: all).")] = "",
+    objective: ObjectiveOpt = "jct",
+    network: Annotated[
+        str, typer.Option(help="One or more modes, comma-separated. " + NETWORK_HELP)
+    ] = "reserved",
+    slot: Slot = None,
+    restart: Restart = "0s",
+    seed: Seed = 0,
+    skip_bad_rows: SkipBad = False,
+    plot: Annotated[
+        Path | None, typer.Option(help="Folder for jct_cdf.png, utilization.png, utility.png.")
+    ] = None,
+    json_out: Json = False,
+) -> None:
+    """Run several schedulers (in one or more network modes) over a trace, side by side."""
+    from arsched.cluster import SimConfig
+    from arsched.cluster.schedulers import SCHEDULERS, get_scheduler
+
+    names = [x.strip() for x in schedulers.split(",") if x.strip()] or list(SCHEDULERS)
+    for n in names:
+        get_scheduler(n)
+    modes = [x.strip() for x in network.split(",") if x.strip()]
+    _check_network(modes)
+    if plot is not None and not plot.is_dir():
+        raise ArschedError(f"--plot {plot} is not an existing folder")
+    wl, skipped, cl, obj, slot_s, restart_s = _setup(trace, cluster, skip_bad_rows, objective, slot, restart)
+
+    def config_for(mode: str) -> SimConfig:
+        return SimConfig(network=mode, objective=obj, slot=slot_s, restart=restart_s, seed=seed)
+
+    results = _run_all(wl, cl, [(n, m) for m in modes for n in names], config_for, json_out)
+    if plot is not None:
+        from arsched.cluster.plots import plot_runs
+
+        plot_runs(results, plot)
+    if json_out:
+        emit_json(
+            {"runs": [{"scheduler": r.scheduler, "network": r.network, **r.to_json()} for r in results]}
+        )
+        return
+    if skipped:
+        out.print(f"skipped {skipped} bad rows of {trace}")
+    out.print(_table(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {results[0].slot_s:g} s", results))
+    if plot is not None:
+        out.print(f"plots in {plot}/: jct_cdf.png, utilization.png, utility.png")

@@ -1,0 +1,66 @@
+"""`arsched cluster run|compare`: JSON keys, plots, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from clihelp import PNG_MAGIC, assert_one_line_error, run
+
+TRACE = "synthetic:jobs=12,seed=2,median=200,sigma=0.5"
+CLUSTER = "leafspine:leaves=2,spines=2,servers_per_leaf=4,gpus=8"
+KEYS = ["jobs", "finished", "avg_jct_s", "p95_jct_s", "makespan_s", "total_utility", "gpu_utilization",
+        "energy_kwh", "jain_index", "scheduler_s_per_slot"]  # fmt: skip
+
+
+def test_run_json_keys(capsys):
+    code, out, err = run(
+        capsys, "cluster", "run", "--trace", TRACE, "--cluster", CLUSTER, "--network", "shared", "--json"
+    )
+    assert (code, err) == (0, "")
+    res = json.loads(out)
+    assert list(res) == KEYS and res["jobs"] == res["finished"] == 12
+
+
+def test_compare_plots(capsys, tmp_path):
+    code, out, _ = run(
+        capsys,
+        "cluster",
+        "compare",
+        "--trace",
+        TRACE,
+        "--cluster",
+        CLUSTER,
+        "--schedulers",
+        "gadget,fifo",
+        "--network",
+        "reserved,shared",
+        "--plot",
+        str(tmp_path),
+    )
+    assert code == 0 and "gadget" in out
+    for name in ("jct_cdf.png", "utilization.png", "utility.png"):
+        assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_bad_inputs_one_line(capsys, tmp_path):
+    bad = tmp_path / "t.csv"
+    bad.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,x,vgg16,5,1\n")
+    for argv in (
+        ["--trace", str(bad)],
+        ["--trace", TRACE, "--scheduler", "nope"],
+        ["--trace", TRACE, "--network", "tcp"],
+        ["--trace", TRACE, "--cluster", "star:n=1"],
+        ["--trace", "missing.csv"],
+    ):
+        code, _, err = run(capsys, "cluster", "run", *argv)
+        assert_one_line_error(code, err)
+    code, _, err = run(capsys, "cluster", "run", "--trace", str(bad))
+    assert "row 2: field 'iterations'" in err
+
+
+def test_skip_bad_rows_reports_count(capsys, tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+                 "0,1,0,100,vgg16,50,1\n1,1,0,x,vgg16,5,1\n")  # fmt: skip
+    code, out, _ = run(capsys, "cluster", "run", "--trace", str(f), "--cluster", CLUSTER, "--skip-bad-rows")
+    assert code == 0 and "skipped 1 bad rows" in out

@@ -1,0 +1,94 @@
+"""Schedulers and the simulator: every job finishes, GPUs and worker bounds hold, runs repeat."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arsched.cluster import SimConfig, parse_cluster, simulate
+from arsched.cluster.schedulers import SCHEDULERS, Scheduler, get_scheduler
+from arsched.cluster.synthetic import synthetic
+from arsched.cluster.utility import OBJECTIVES, Objective
+from arsched.errors import ArschedError
+
+CLUSTER = "leafspine:leaves=2,spines=1,servers_per_leaf=4,gpus=4"
+
+
+class Recorder(Scheduler):
+    """Wraps a scheduler and checks every decision against the state it was given."""
+
+    def __init__(self, inner: Scheduler) -> None:
+        self.inner, self.name = inner, inner.name
+        self.slots = 0
+
+    def decide(self, state):
+        d = self.inner.decide(state)
+        used = np.zeros(state.cluster.num_servers, dtype=int)
+        for j, p in d:
+            w = sum(g for _, g in p)
+            assert 1 <= w <= state.workload.max_workers[j]
+            if self.name in ("fifo", "sjf", "tiresias"):
+                assert w == state.workload.gpus[j]  # rigid
+            for s, g in p:
+                used[s] += g
+        assert (used <= state.cluster.gpus_per_server).all()
+        self.slots += 1
+        return d
+
+
+@pytest.fixture(scope="module")
+def small():
+    return synthetic(25, seed=1, interval=30, median=300, sigma=0.8), parse_cluster(CLUSTER)
+
+
+@pytest.mark.parametrize("name", list(SCHEDULERS))
+@pytest.mark.parametrize("network", ["reserved", "shared"])
+def test_every_scheduler_finishes_every_job(small, name, network):
+    wl, c = small
+    wl = wl.__class__(wl.ids, wl.models, wl.arrival, wl.tau, wl.grad_bytes, wl.work,
+                      np.minimum(wl.gpus, 8), np.minimum(wl.max_workers, 16), wl.name)  # fmt: skip
+    rec = Recorder(get_scheduler(name))
+    r = simulate(wl, c, rec, SimConfig(network=network, slot=30.0, restart=5.0))
+    assert r.finished == r.jobs == 25 and rec.slots > 0
+    assert (r.jct[np.isfinite(r.jct)] > 0).all()
+    assert 0 < r.gpu_utilization <= 1 and 0 < r.jain_index <= 1
+    # nobody finishes faster than its work allows on its largest allowed ring inside one server
+    assert r.makespan_s >= wl.arrival.max()
+
+
+def test_runs_are_deterministic(small):
+    wl, c = small
+    cfg = SimConfig(network="shared", slot=30.0, seed=7)
+    a = simulate(wl, c, get_scheduler("random"), cfg)
+    b = simulate(wl, c, get_scheduler("random"), cfg)
+    assert np.array_equal(a.jct, b.jct) and a.total_utility == b.total_utility
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_objectives_drive_gadget(small, objective):
+    wl, c = small
+    r = simulate(wl, c, get_scheduler("gadget"), SimConfig(objective=Objective(objective), slot=30.0))
+    assert r.finished == r.jobs and np.isfinite(r.total_utility)
+
+
+def test_one_job_alone_matches_the_closed_form():
+    # one 4-GPU job inside one server: JCT = work / (w / T(w)) with b = intra bandwidth
+    from arsched.cluster.jobs import Workload
+    from arsched.cluster.network import iteration_time
+
+    c = parse_cluster(CLUSTER + ",intra=100GB/s")
+    wl = Workload.build("one", ["a"], ["resnet50"], [0.0], [0.1], [1e8], [4000.0], [4], [4])
+    r = simulate(wl, c, get_scheduler("fifo"), SimConfig(slot=7.0))
+    t = iteration_time(0.1, 1e8, 4, 100e9, SimConfig().alpha)
+    assert r.jct[0] == pytest.approx(4000 / (4 / t))
+
+
+def test_job_larger_than_cluster_is_refused(small):
+    wl, _ = small
+    with pytest.raises(ArschedError, match=r"requests .* GPUs but cluster"):
+        simulate(wl, parse_cluster("star:n=2,gpus=2"), get_scheduler("fifo"))
+
+
+def test_unknown_scheduler():
+    with pytest.raises(ArschedError, match="unknown scheduler 'nope'"):
+        get_scheduler("nope")
