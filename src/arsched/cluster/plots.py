@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from arsched.cluster.metrics import RunResult
-from arsched.viz.plots import _pyplot, _save
+from arsched.viz.plots import pyplot, save_figure
 
 
 def _label(r: RunResult) -> str:
@@ -17,7 +17,7 @@ def _label(r: RunResult) -> str:
 
 def plot_runs(results: Sequence[RunResult], folder: Path) -> list[Path]:
     """Write jct_cdf.png, utilization.png and utility.png into `folder`; return their paths."""
-    plt = _pyplot()
+    plt = pyplot()
     paths = [folder / n for n in ("jct_cdf.png", "utilization.png", "utility.png")]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
@@ -25,16 +25,16 @@ def plot_runs(results: Sequence[RunResult], folder: Path) -> list[Path]:
         ax.step(j, np.arange(1, len(j) + 1) / r.jobs, where="post", label=_label(r))
     ax.set(xscale="log", xlabel="job completion time (s)", ylabel="fraction of jobs", title="JCT CDF")
     ax.legend(fontsize=7)
-    _save(fig, paths[0])
+    save_figure(fig, paths[0])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
         ax.plot(r.slot_starts / 3600, r.utilization, lw=0.8, label=_label(r))
     ax.set(xlabel="time (h)", ylabel="GPU utilisation", ylim=(0, 1.05), title="GPU utilisation per slot")
     ax.legend(fontsize=7)
-    _save(fig, paths[1])
+    save_figure(fig, paths[1])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.bar(range(len(results)), [r.total_utility for r in results])
     ax.set_xticks(range(len(results)), [_label(r) for r in results], rotation=45, ha="right", fontsize=7)
     ax.set(ylabel=f"total utility ({results[0].objective})" if results else "", title="Total utility")
-    _save(fig, paths[2])
+    save_figure(fig, paths[2])
     return paths

@@ -28,7 +28,8 @@ def png_bytes(fig) -> bytes:
     return buf.getvalue()
 
 
-def _save(fig, path: str | os.PathLike) -> None:
+def save_figure(fig, path: str | os.PathLike) -> None:
+    """Write a figure as PNG, atomically (never a half-written file)."""
     write_atomic(path, png_bytes(fig))
 
 
@@ -135,7 +136,7 @@ def plot_simulation(result: SimResult, path: str | os.PathLike) -> None:
     note = "" if len(shown) == len(s) else f" ({len(shown)} of {len(s)} transfers)"
     bottom.set_title(f"transfers: reduce blue, copy green{note}")
     bottom.legend(loc="upper right")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def draw_topology(topology: Topology, path: str | os.PathLike) -> None:
@@ -164,7 +165,7 @@ def draw_topology(topology: Topology, path: str | os.PathLike) -> None:
     ax.set_title(f"{topology.name}: {len(topology.servers)} servers, {len(topology.switches)} switches")
     ax.legend(loc="upper right")
     ax.axis("off")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_gaps(rows, title: str, path: str | os.PathLike) -> None:
@@ -184,4 +185,4 @@ def plot_gaps(rows, title: str, path: str | os.PathLike) -> None:
     ax.set_ylabel("gap = time / lower bound (1 is optimal)")
     ax.set_title(title)
     ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
