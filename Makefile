@@ -28,9 +28,11 @@ demo: $(STAMP)
 	$(BIN)/arsched simulate out/bcube.json --plot out/bcube.png
 	@echo "== algorithms side by side on a 4x4 torus (gaps in out/torus-gaps.png)"
 	$(BIN)/arsched compare -t torus:dims=4x4 --algorithms ps,ring,multi-ring,rhd,torus-native --size 1MB,256MB --plot out/torus-gaps.png
-	@echo "== a config sweep (experiments/demo.yaml: every algorithm, four networks) and its HTML report"
+	@echo "== a config sweep (experiments/demo.yaml: every algorithm, four networks, GADGET, hrl training) and its HTML report"
 	$(BIN)/arsched sweep experiments/demo.yaml --out arsched-report/runs
-	$(BIN)/arsched report arsched-report/runs --out arsched-report
+	@echo "== GADGET on the Tiresias 60-job trace (experiments/gadget.yaml), if shared/ is beside the project"
+	@if [ -f ../shared/data/tiresias_60_job.csv ]; then $(BIN)/arsched sweep experiments/gadget.yaml --out arsched-report/gadget; fi
+	$(BIN)/arsched report arsched-report/runs $$([ -d arsched-report/gadget ] && echo arsched-report/gadget) --out arsched-report
 	@echo "== hrl (hierarchical deep RL, the shipped policy; never trained on DCell(4,1)) beside the baselines"
 	$(BIN)/arsched compare -t dcell:n=4,k=1 --algorithms ps,ring,greedy-trees,hrl --size 256MB --model rounds
 

@@ -1,5 +1,6 @@
 """The paper-topology comparison from a config: experiments/hrl_paper.yaml run through
-`arsched sweep` (local process pool), its rows turned into the table of docs/results.md.
+`arsched sweep` (local process pool), its rows turned into the table of docs/results.md, and
+the rows of its `rl` block (short hrl trainings) into a second table.
 
 Also measures the sweep itself: wall time, and the pool's efficiency (the sum of the tasks' own
 times / (wall time × workers); 1.0 would be perfect parallelism with no overhead).
@@ -32,9 +33,10 @@ def main(config: Path, workers: int) -> None:
         summary = sweep(tasks, folder, workers=workers)
         wall = time.perf_counter() - t0
         rows = read_rows(folder, "algorithm")
+        trained = read_rows(folder, "rl")
     if summary.failures:
         raise SystemExit(f"{len(summary.failures)} tasks failed: {summary.failures[0][1]}")
-    efficiency = sum(float(r["wall_s"]) for r in rows) / (wall * workers)
+    efficiency = sum(float(r["wall_s"]) for r in rows + trained) / (wall * workers)
     top = max(float(r["bytes"]) for r in rows)
     done = [r for r in finished(rows) if float(r["bytes"]) == top and r["fifo"] == "False"]
     labels = labels_of(done)
@@ -64,6 +66,40 @@ def main(config: Path, workers: int) -> None:
         "Produced by `benchmarks/bench_sweep.py`.",
         markdown(
             ["topology", "ranks"] + [f"{lab} rounds" for lab in labels] + [f"{lab} gap" for lab in labels],
+            table,
+        ),
+    )
+    if trained:
+        publish_trainings(config, trained)
+
+
+def publish_trainings(config: Path, rows: list[dict[str, str]]) -> None:
+    """The config's `rl` block: each short training's hrl beside greedy-trees, its warm start."""
+    table = [
+        [r["topology_name"], r["ranks"], r["seed"], r["steps"], r["rounds"], r["greedy_rounds"],
+         f"{float(r['gap']):.3f}", f"{float(r['greedy_gap']):.3f}", f"{float(r['train_s']):.0f}"]
+        for r in sorted(rows, key=lambda r: (r["topology"], int(r["seed"])))
+    ]  # fmt: skip
+    publish(
+        "Short hrl trainings from a config",
+        f"The `rl` block of `{config.relative_to(ROOT)}`: `hrl` trained on each topology for the "
+        "steps shown (imitation of greedy-trees, then alternating PPO and self-imitation; see "
+        "`arsched train`), then run there at the block's size beside greedy-trees: rounds in the "
+        "round model, gap to the lower bound in the flow model. These trainings are kept short so "
+        "that `make bench` stays short; the longer per-instance trainings are in the Hierarchical RL "
+        "section. Produced by `benchmarks/bench_sweep.py`.",
+        markdown(
+            [
+                "topology",
+                "ranks",
+                "seed",
+                "steps",
+                "hrl rounds",
+                "greedy-trees rounds",
+                "hrl gap",
+                "greedy-trees gap",
+                "train s",
+            ],
             table,
         ),
     )

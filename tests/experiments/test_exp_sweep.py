@@ -150,18 +150,14 @@ def test_failed_tasks_are_reported_and_retried(capsys, monkeypatch, small_config
     assert code == 1 and "0 run, 24 already done, 12 failed" in text
 
 
-@pytest.mark.parametrize("kind", ["cluster", "rl"])
-def test_kinds_whose_package_is_missing_say_so(capsys, tmp_path, kind):
-    import importlib.util
+def test_a_kind_whose_extra_is_missing_says_so(capsys, tmp_path, monkeypatch):
+    import dataclasses
 
-    if importlib.util.find_spec(f"arsched.{kind}") is not None:
-        pytest.skip(f"arsched.{kind} is installed")
-    block = {
-        "cluster": "kind: cluster\n    traces: [t.csv]\n    clusters: [c.csv]\n    schedulers: [gadget]",
-        "rl": 'kind: rl\n    topologies: ["bcube:n=2,k=1"]',
-    }[kind]
+    from arsched.experiments.tasks import KINDS
+
+    monkeypatch.setitem(KINDS, "rl", dataclasses.replace(KINDS["rl"], requires="arsched_no_such_module"))
     config = tmp_path / "c.yaml"
-    config.write_text(f"name: x\nruns:\n  - {block}\n")
+    config.write_text('name: x\nruns:\n  - kind: rl\n    topologies: ["bcube:n=2,k=1"]\n')
     code, _, err = run(capsys, "sweep", str(config), "--out", str(tmp_path / "r"))
     assert_one_line_error(code, err)
-    assert f"{kind} runs need the arsched.{kind} package" in err
+    assert "rl runs need the arsched_no_such_module package" in err and "arsched[rl]" in err

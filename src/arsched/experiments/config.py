@@ -114,20 +114,57 @@ class AlgorithmRuns(_Block):
         return v
 
 
+def _trace(v: str) -> str:
+    from pathlib import Path
+
+    if not v.startswith("synthetic:") and not Path(v).is_file():
+        raise ValueError(
+            f"trace file {v!r} does not exist (paths are relative to the folder arsched runs in; "
+            "or use synthetic:jobs=N,seed=S)"
+        )
+    return v
+
+
+def _cluster(v: str) -> str:
+    from arsched.cluster import parse_cluster
+
+    parse_cluster(v)  # names what is wrong with a spec or a cluster file
+    return v
+
+
+def _scheduler(v: str) -> str:
+    from arsched.cluster.schedulers import get_scheduler
+
+    get_scheduler(v)  # lists the schedulers
+    return v
+
+
+def _objective(v: str) -> str:
+    from arsched.cluster.utility import Objective
+
+    Objective(v)  # lists the objectives
+    return v
+
+
 class ClusterRuns(_Block):
     """Traces × clusters × schedulers × objectives × network modes × seeds (arsched.cluster)."""
 
     kind: Literal["cluster"]
-    traces: list[str] = Field(min_length=1)
-    clusters: list[str] = Field(min_length=1)
-    schedulers: list[str] = Field(min_length=1)
-    objectives: list[str] = Field(default_factory=lambda: ["jct"], min_length=1)
-    networks: list[Literal["reserved", "shared"]] = Field(default_factory=lambda: ["reserved"], min_length=1)
+    traces: list[Annotated[str, AfterValidator(_trace)]] = Field(min_length=1)
+    clusters: list[Annotated[str, AfterValidator(_cluster)]] = Field(min_length=1)
+    schedulers: list[Annotated[str, AfterValidator(_scheduler)]] = Field(min_length=1)
+    objectives: list[Annotated[str, AfterValidator(_objective)]] = Field(
+        default_factory=lambda: ["jct"], min_length=1
+    )
+    networks: list[Literal["reserved", "shared", "ideal"]] = Field(
+        default_factory=lambda: ["reserved"], min_length=1
+    )
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
 
 
 class RLTrainings(_Block):
-    """Topologies × seeds: train the hierarchical RL scheduler, save its checkpoint, evaluate it."""
+    """Topologies × seeds: train the hierarchical RL scheduler on each topology (`steps`
+    environment steps), save its checkpoint, evaluate it beside greedy-trees at `size`."""
 
     kind: Literal["rl"]
     topologies: list[Spec] = Field(min_length=1)

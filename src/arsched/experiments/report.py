@@ -132,6 +132,82 @@ def _algorithm_section(rows: list[dict[str, str]]) -> str:
     return "\n".join(parts)
 
 
+def _num(text: str) -> float:
+    """A CSV cell as a number; empty or nan cells sort last (inf)."""
+    v = float(text) if text else math.nan
+    return math.inf if math.isnan(v) else v
+
+
+def _cluster_table(rows: list[dict[str, str]]) -> str:
+    """Schedulers × network modes: the metrics of `arsched cluster run`, mean over seeds; the
+    lowest mean JCT in bold."""
+    cols = [("avg_jct_s", ".0f"), ("p95_jct_s", ".0f"), ("makespan_s", ".0f"), ("total_utility", ".2f"),
+            ("gpu_utilization", ".3f"), ("energy_kwh", ".1f"), ("jain_index", ".3f")]  # fmt: skip
+    body, jct = [], []
+    for (scheduler, network), group in plots.by_scheduler(rows).items():
+        means = [_mean([_num(r[c]) for r in group]) for c, _ in cols]
+        done = f"{_mean([int(r['finished']) for r in group]):g}/{group[0]['jobs']}"
+        ms = _mean([float(r["scheduler_s_per_slot"]) for r in group]) * 1e3
+        cells = [f"{m:{f}}" if m < math.inf else "–" for m, (_, f) in zip(means, cols, strict=True)]
+        body.append([scheduler, network, str(len(group)), done, *cells, f"{ms:.2f}"])
+        jct.append(means[0])
+    best = [4 if m == min(jct) and m < math.inf else None for m in jct]
+    header = ["scheduler", "network", "seeds", "finished", "avg JCT s", "p95 JCT s", "makespan s", "utility",
+              "GPU util", "kWh", "Jain", "ms/slot"]  # fmt: skip
+    return _table(header, body, best)
+
+
+def _cluster_section(rows: list[dict[str, str]]) -> str:
+    parts = ["<h2>Cluster scheduling: job completion times and GPU utilisation</h2>"]
+    parts.append(
+        '<p class="muted">Each trace run slot by slot on the cluster by every scheduler (arsched.cluster); '
+        "network <i>reserved</i> is GADGET's model (bandwidth reserved per ring), <i>shared</i> lets the "
+        "rings share links max-min fairly. Metrics are those of <code>arsched cluster run</code>, mean "
+        "over seeds (only randomised schedulers take a seed); the lowest mean JCT in bold. The plots show "
+        "the first seed of each scheduler.</p>"
+    )
+    groups: dict[tuple[str, str, str], list[dict[str, str]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["trace"], r["cluster"], r["objective"])].append(r)
+    for (trace, cluster, objective), group in sorted(groups.items()):
+        title = f"{trace} ({group[0]['jobs']} jobs) on {cluster}, objective {objective}"
+        parts.append(f"<h3>{html.escape(title)}</h3>")
+        parts.append(_cluster_table(group))
+        parts.append(_img(plots.cluster_panels(group), f"JCT CDF and GPU utilisation, {trace}"))
+    return "\n".join(parts)
+
+
+def _rl_section(rows: list[dict[str, str]]) -> str:
+    """Per training: the trained policy (hrl) beside greedy-trees, its warm start, on its topology."""
+    body, best = [], []
+    for r in sorted(rows, key=lambda r: (r["topology"], int(r["seed"]), int(r["steps"]))):
+        rounds = (int(r["rounds"]), int(r["greedy_rounds"]))
+        body.append(
+            [
+                r["topology_name"],
+                r["ranks"],
+                r["seed"],
+                r["steps"],
+                *map(str, rounds),
+                f"{float(r['gap']):.3f}",
+                f"{float(r['greedy_gap']):.3f}",
+                f"{float(r['train_s']):.0f}",
+                r["checkpoint"],
+            ]
+        )
+        best.append(None if rounds[0] == rounds[1] else 4 + rounds.index(min(rounds)))
+    header = ["topology", "ranks", "seed", "steps", "hrl rounds", "greedy-trees rounds", "hrl gap",
+              "greedy-trees gap", "training s", "checkpoint"]  # fmt: skip
+    return (
+        "<h2>Hierarchical deep RL: trained policies</h2>"
+        '<p class="muted">Each policy trained (<code>arsched train</code>) on one topology and evaluated '
+        "there beside greedy-trees, the heuristic it starts from: rounds in the round model (fewer in "
+        "bold), gap to the lower bound in the flow model, both at the block's message size. Checkpoints "
+        "are in the results folder; run one with <code>arsched schedule -a hrl --checkpoint "
+        "DIR/CHECKPOINT</code>.</p>" + _table(header, body, best)
+    )
+
+
 def _about(folder: Path) -> str:
     """The name and description of the config a folder's sweep ran (saved there by arsched sweep)."""
     import yaml
@@ -144,8 +220,12 @@ def _about(folder: Path) -> str:
     return f"<p><b>{name}</b>: {about}</p>"
 
 
-# Report sections per task kind; kinds without one are listed with their CSV only.
-SECTIONS: dict[str, Callable[[list[dict[str, str]]], str]] = {"algorithm": _algorithm_section}
+# Report sections per task kind, each shown only when the folders hold rows of its kind.
+SECTIONS: dict[str, Callable[[list[dict[str, str]]], str]] = {
+    "algorithm": _algorithm_section,
+    "cluster": _cluster_section,
+    "rl": _rl_section,
+}
 
 
 def render(folders: Sequence[str | Path]) -> str:

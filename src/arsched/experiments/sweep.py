@@ -102,17 +102,17 @@ def _locked(folder: Path) -> Iterator[None]:
         yield
 
 
-def run_local(tasks: Sequence[Task], workers: int) -> Iterator[Outcome]:
+def run_local(tasks: Sequence[Task], folder: Path, workers: int) -> Iterator[Outcome]:
     """Outcomes as tasks finish, on a pool of `workers` processes (in this process if 1)."""
     if workers <= 1:
-        yield from map(execute, tasks)
+        yield from (execute(t, folder) for t in tasks)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # spawn: no fork of a process that holds threads (rich's refresh, BLAS pools)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(execute, t) for t in tasks]
+        futures = [pool.submit(execute, t, folder) for t in tasks]
         try:
             for fut in as_completed(futures):
                 yield fut.result()
@@ -121,9 +121,10 @@ def run_local(tasks: Sequence[Task], workers: int) -> Iterator[Outcome]:
                 fut.cancel()
 
 
-def run_ray(tasks: Sequence[Task], address: str | None, num_cpus: int) -> Iterator[Outcome]:
+def run_ray(tasks: Sequence[Task], folder: Path, address: str | None, num_cpus: int) -> Iterator[Outcome]:
     """Outcomes as tasks finish, each task a Ray task on the cluster at `address` (or a local Ray
-    started with `num_cpus` CPUs)."""
+    started with `num_cpus` CPUs). Tasks that write files (RL checkpoints) write them under the
+    absolute path of `folder`, which must be shared by the nodes."""
     try:
         import ray
     except ImportError:
@@ -134,7 +135,7 @@ def run_ray(tasks: Sequence[Task], address: str | None, num_cpus: int) -> Iterat
         ray.init(**kwargs, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(execute)
-        pending = [remote.remote(t) for t in tasks]
+        pending = [remote.remote(t, folder.resolve()) for t in tasks]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             yield ray.get(ready[0])
@@ -169,9 +170,9 @@ def sweep(
         if not todo:
             outcomes: Iterator[Outcome] = iter(())
         elif backend == "ray":
-            outcomes = run_ray(todo, address, workers)
+            outcomes = run_ray(todo, out, address, workers)
         else:
-            outcomes = run_local(todo, workers)
+            outcomes = run_local(todo, out, workers)
         for task_id, row, error in outcomes:
             task = by_id[task_id]
             if row is not None:

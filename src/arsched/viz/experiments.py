@@ -1,14 +1,17 @@
 """Plots of sweep results for the HTML report, each returned as PNG bytes (None if no rows fit).
 
 Rows are the dicts of `arsched.experiments.read_rows` (strings from the CSV). Runs of one config
-topology spec over several seeds (Jellyfish) are drawn as their mean with a min-max bar.
+topology spec over several seeds (Jellyfish) are drawn as their mean with a min-max bar. Cluster
+runs are drawn with `arsched.cluster.plots`, from the JCTs and utilisation series in their rows.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -173,5 +176,58 @@ def rounds_vs_bound(rows: Rows) -> bytes | None:
         ax.set_title(f"{topology_title(group)}, {size_label(top)}", fontsize=10)
     axes[0].legend(fontsize=7)
     fig.suptitle("Round model: rounds beside the lower bound (in rounds of the schedule's length)")
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+@dataclass
+class ClusterRun:
+    """A cluster row's series, shaped like arsched.cluster's RunResult for its plot helpers."""
+
+    scheduler: str
+    network: str
+    jobs: int
+    jct: np.ndarray
+    slot_starts: np.ndarray
+    utilization: np.ndarray
+
+    @classmethod
+    def of(cls, row: dict[str, str]) -> ClusterRun:
+        util = json.loads(row["utilization"])
+        jct = np.array([math.inf if j is None else j for j in json.loads(row["jct_s"])], dtype=float)
+        return cls(
+            row["scheduler"],
+            row["network"],
+            int(row["jobs"]),
+            jct,
+            np.array(util["t_s"]),
+            np.array(util["u"]),
+        )
+
+
+def by_scheduler(rows: Rows) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """Cluster rows grouped by (scheduler, network mode), in the registry's order of schedulers
+    and modes; each group's rows by seed."""
+    from arsched.cluster.network import MODES
+    from arsched.cluster.schedulers import SCHEDULERS
+
+    rank = {name: i for i, name in enumerate(SCHEDULERS)}
+    groups: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: (r["seed"] != "", int(r["seed"] or 0))):
+        groups[(r["scheduler"], r["network"])].append(r)
+    return dict(sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], len(rank)), MODES.index(kv[0][1]))))
+
+
+def cluster_panels(rows: Rows) -> bytes | None:
+    """Two panels: the JCT CDF and the GPU utilisation over time of every scheduler and network
+    mode (of its first seed) on one trace and cluster."""
+    from arsched.cluster.plots import draw_jct_cdf, draw_utilization
+
+    if not rows:
+        return None
+    runs = [ClusterRun.of(group[0]) for group in by_scheduler(rows).values()]
+    fig, (left, right) = _panels(2, width=6.5, height=4.2)
+    draw_jct_cdf(left, runs)
+    draw_utilization(right, runs)
     fig.tight_layout()
     return png_bytes(fig)

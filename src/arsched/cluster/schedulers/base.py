@@ -40,6 +40,7 @@ class Scheduler:
 
     name = "base"
     about = ""
+    uses_seed = False  # True if `decide` draws random numbers from `state.seed`
 
     def decide(self, state: SlotState) -> Decision:  # pragma: no cover - interface
         raise NotImplementedError

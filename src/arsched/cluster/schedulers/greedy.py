@@ -191,6 +191,7 @@ class Optimus(Scheduler):
 class RandomPlacement(Scheduler):
     name = "random"
     about = "ablation: GADGET's worker counts on random free GPUs, drawn afresh every slot"
+    uses_seed = True
 
     def decide(self, state: SlotState) -> Decision:
         plan = GADGET().decide(state)
