@@ -232,18 +232,18 @@ def test_hang_picks_the_centre():
 
 
 def test_prim_trees_respect_their_depth_limit():
-    from arsched.algorithms.packing import _Oracles
+    from arsched.algorithms.packing import DEPTHS, _Oracles
 
     n = 9
     iu, iv = np.triu_indices(n, 1)
     price = np.random.default_rng(0).random(len(iu))
-    oracles = _Oracles(n, iu, iv, seed=0)
-    for limit in (1, 2, 3):
-        for (tree, depth), root in zip(oracles.prims(price, np.arange(n), limit), range(n), strict=True):
-            g = {(int(iu[k]), int(iv[k])) for k in tree}
-            assert len(g) == n - 1 and depth <= limit
-            if limit == 1:  # a star around its root
-                assert all(root in e for e in g)
+    trees = _Oracles(n, iu, iv, seed=0).prims(price, np.arange(n))
+    expected = [(limit, root) for limit in DEPTHS for root in range(n)]
+    for (tree, depth), (limit, root) in zip(trees, expected, strict=True):
+        g = {(int(iu[k]), int(iv[k])) for k in tree}
+        assert len(g) == n - 1 and depth <= limit
+        if limit == 1:  # a star around its root
+            assert all(root in e for e in g)
 
 
 def test_tree_packing_streams_close_to_the_bound_with_in_order_connections():

@@ -117,9 +117,14 @@ def hang(n: int, iu: np.ndarray, iv: np.ndarray, tree: np.ndarray) -> tuple[np.n
     return parent, len(path) // 2
 
 
+def _positive_prices(price: np.ndarray) -> np.ndarray:
+    """Prices made strictly positive: a zero weight would vanish from a sparse graph."""
+    return np.maximum(price, 0) + 1e-9 * price.max() + 1e-12
+
+
 class _Oracles:
     """Propose spanning trees that are cheap under pair prices: the minimum spanning tree (the
-    exact pricing problem) and jittered variants, stars, and shortest-path trees."""
+    exact pricing problem) and jittered variants, and depth-limited Prim trees (stars at depth 1)."""
 
     def __init__(self, n: int, iu: np.ndarray, iv: np.ndarray, seed: int) -> None:
         self.n, self.iu, self.iv = n, iu, iv
@@ -133,24 +138,25 @@ class _Oracles:
     def propose(self, price: np.ndarray) -> list[tuple[np.ndarray, int | None]]:
         """Candidate trees under pair prices, each with its height where the oracle knows it."""
         n, iu, iv = self.n, self.iu, self.iv
-        eps = 1e-9 * price.max() + 1e-12  # zero prices would vanish from the sparse graph
         out: list[tuple[np.ndarray, int | None]] = []
         for variant in range(VARIANTS):
             w = price * (1 + 0.5 * self.rng.random(len(price))) if variant else price
-            t = minimum_spanning_tree(sp.csr_array((w + eps, (iu, iv)), shape=(n, n))).tocoo()
+            t = minimum_spanning_tree(sp.csr_array((_positive_prices(w), (iu, iv)), shape=(n, n))).tocoo()
             out.append((self._of_edges(t.row, t.col), None))
-        centres = np.argsort(self._dense(price).sum(axis=1), kind="stable")[:VARIANTS]
+        dense = self._dense(price)
+        centres = np.argsort(dense.sum(axis=1), kind="stable")[:VARIANTS]
         for limit in DEPTHS:
-            out.extend(self.prims(price, centres, limit))
+            out.extend(self._prims(dense, centres, limit))
         return out
 
-    def prims(self, price: np.ndarray, roots: np.ndarray, limit: int) -> list[tuple[np.ndarray, int]]:
-        """The depth-limited Prim trees from every root under pair prices, with their depths."""
-        return self._prims(self._dense(price), np.asarray(roots), limit)
+    def prims(self, price: np.ndarray, roots: np.ndarray) -> list[tuple[np.ndarray, int]]:
+        """The Prim trees from every root for every depth limit of `DEPTHS`, with their depths."""
+        dense = self._dense(price)
+        return [tree for limit in DEPTHS for tree in self._prims(dense, np.asarray(roots), limit)]
 
     def _dense(self, price: np.ndarray) -> np.ndarray:
         dense = np.zeros((self.n, self.n))
-        dense[self.iu, self.iv] = dense[self.iv, self.iu] = np.maximum(price, 0) + 1e-9 * price.max() + 1e-12
+        dense[self.iu, self.iv] = dense[self.iv, self.iu] = _positive_prices(price)
         return dense
 
     def _prims(self, dense: np.ndarray, roots: np.ndarray, limit: int) -> list[tuple[np.ndarray, int]]:
@@ -251,9 +257,8 @@ def pack(
         return True
 
     def shallow_pool(price: np.ndarray) -> None:
-        for limit in DEPTHS:
-            for tree, height in oracles.prims(price, np.arange(n), limit):
-                add(tree, height)
+        for tree, height in oracles.prims(price, np.arange(n)):
+            add(tree, height)
 
     hops = np.asarray(usage.sum(axis=1)).ravel().astype(np.float64)
     shallow_pool(hops)  # short, shallow trees from every rank to start from
