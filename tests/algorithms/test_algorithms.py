@@ -188,7 +188,9 @@ def test_multi_ring_is_no_slower_than_one_ring(spec):
     assert multi <= simulate_flow(build("ring", topo, None, 64e6)).time_s * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("spec", ["star:n=6", "bcube:n=3,k=1", "dcell:n=3,k=1", "torus:dims=3x3"])
+@pytest.mark.parametrize(
+    "spec", ["star:n=6", "bcube:n=3,k=1", "dcell:n=3,k=1", "torus:dims=3x3", "fattree:k=4", "bcube:n=3,k=2"]
+)
 def test_tree_packing_lp_reaches_the_bound(spec):
     """The packed trees' total rate X gives the bound: M / X = 2·T*_AG (ForestColl's theorem),
     within the stopping tolerance; the shallower packing gives up at most DEPTH_SLACK; every
@@ -209,6 +211,43 @@ def test_tree_packing_lp_reaches_the_bound(spec):
     for t, parent, h in zip(p.pairs, p.parents, p.heights, strict=True):
         assert len(t) == len(ranks) - 1 and (parent < 0).sum() == 1
         assert tree_heights(parent).max() == h
+
+
+def test_multiplicative_weights_alone_nearly_reach_the_bound():
+    """The trees of the multiplicative-weights start, weighted by an LP over them alone, are
+    within a few percent of the optimum on BCube(3,2), where the stars are far from it."""
+    from arsched.algorithms.packing import _Oracles, _TreeLP, multiplicative_weights, pair_usage
+    from arsched.bounds import allreduce_bound
+
+    topo = parse_spec("bcube:n=3,k=2")
+    ranks = tuple(topo.servers)
+    iu, iv, usage = pair_usage(topo, ranks)
+    caps = topo.compiled.capacity / topo.compiled.capacity.max()
+    oracles = _Oracles(len(ranks), iu, iv, seed=0)
+    stars = _TreeLP(caps)
+    for tree, _ in oracles.prims(np.ones(len(iu)), np.arange(len(ranks)), (1,)):
+        stars.add(np.asarray(usage[tree].sum(axis=0)).ravel())
+    lp = _TreeLP(caps)
+    for tree in multiplicative_weights(usage, caps, oracles):
+        assert len(tree) == len(ranks) - 1
+        lp.add(np.asarray(usage[tree].sum(axis=0)).ravel())
+    best = 1 / (allreduce_bound(topo, ranks, 1.0) * topo.compiled.capacity.max())
+    assert stars.solve()[0].sum() < 0.8 * best
+    assert lp.solve()[0].sum() >= 0.95 * best
+
+
+def test_tree_packing_on_a_fattree_uses_stars_over_spread_paths():
+    """d-mod-k spreading makes every rank's star optimal on a fat-tree, and the schedule's
+    transfers take the spread paths, not the lowest-index default routes."""
+    from arsched.algorithms.packing import pack
+
+    topo = parse_spec("fattree:k=4")
+    p = pack(topo, tuple(topo.servers))
+    assert (p.heights == 1).all() and p.iterations == 1
+    s = build("tree-packing", topo, None, 1e6)
+    assert validate(s).ok
+    default = {(t.src, t.dst): topo.path(t.src, t.dst) for t in s}
+    assert any(t.path != default[t.src, t.dst] for t in s)
 
 
 def test_hang_picks_the_centre():

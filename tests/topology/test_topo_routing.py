@@ -272,3 +272,52 @@ def test_link_paths_refuse_a_pair_with_no_path(islands):
     c = islands.compiled
     with pytest.raises(TopologyError, match="reach"):
         islands.router.link_paths(np.array([c.index["a0"]]), np.array([c.index["b0"]]))
+
+
+def _all_pairs(t: Topology) -> tuple[np.ndarray, np.ndarray]:
+    c = t.compiled
+    idx = np.array([c.index[s] for s in t.servers])
+    src, dst = np.repeat(idx, len(idx)), np.tile(idx, len(idx))
+    keep = src != dst
+    return src[keep], dst[keep]
+
+
+@pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "fattree:k=4", "dcell:n=2,k=1", "torus:dims=3x3"])
+def test_spread_paths_are_equal_cost_paths(spec):
+    from arsched.topology import parse_spec
+
+    t = parse_spec(spec)
+    c, r = t.compiled, t.router
+    src, dst = _all_pairs(t)
+    ptr, links = r.link_paths(src, dst, spread=True)
+    for i, (a, b) in enumerate(zip(src, dst, strict=True)):
+        mine = links[ptr[i] : ptr[i + 1]]
+        nodes = (c.node_ids[a], *(c.node_ids[c.link_dst[x]] for x in mine))
+        assert nodes in r.ecmp_paths(c.node_ids[a], c.node_ids[b], limit=1000)
+        assert nodes[-1] == c.node_ids[b]
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_spread_balances_all_to_all_on_a_fattree(k):
+    """d-mod-k: all-to-all traffic loads every switch-to-switch link of a layer equally, which
+    lowest-index routing does not; traffic to one destination follows a single tree."""
+    t = fattree(k)
+    c = t.compiled
+    src, dst = _all_pairs(t)
+    loads = {}
+    for spread in (False, True):
+        ptr, links = t.router.link_paths(src, dst, spread=spread)
+        loads[spread] = np.bincount(links, minlength=c.num_links)
+        if spread:
+            owner = np.repeat(np.arange(len(src)), np.diff(ptr))
+            hop = np.stack([dst[owner], c.link_src[links]], axis=1)
+            nexts = {tuple(h): set() for h in hop.tolist()}
+            for h, x in zip(hop.tolist(), c.link_dst[links].tolist(), strict=True):
+                nexts[tuple(h)].add(x)
+            assert max(len(v) for v in nexts.values()) == 1
+    layer = np.array([n[0] for n in c.node_ids])  # s(erver), e(dge), a(ggregation), c(ore)
+    for up in ("se", "ea", "ac"):
+        for a, b in (up, up[::-1]):
+            on = (layer[c.link_src] == a) & (layer[c.link_dst] == b)
+            assert loads[True][on].max() == loads[True][on].min(), (a, b)
+    assert loads[False].max() > loads[True].max()

@@ -56,9 +56,11 @@ def add_tree(
     height: np.ndarray,
     tree_chunks: np.ndarray,
     offsets: np.ndarray | None = None,
+    path_ids: np.ndarray | None = None,
 ) -> None:
     """Pipelined reduce up and broadcast down one tree (positions index `members`); chunk k
-    enters the pipeline at step offsets[k] (default k: one chunk per step)."""
+    enters the pipeline at step offsets[k] (default k: one chunk per step). Transfers take
+    the default routes, or `path_ids[src rank, dst rank]` (ids interned in `b`)."""
     root = int(np.flatnonzero(parent < 0)[0])
     depth = np.zeros(len(parent), dtype=np.int64)
     for v in np.argsort(-height, kind="stable"):  # parents (taller) before children
@@ -73,7 +75,8 @@ def add_tree(
         k = len(nodes)  # every chunk crosses these edges, chunk c at step first + starts[c]
         step = np.repeat(starts + first, k)
         reps = len(chunks)
-        b.add_rank_arrays(step, np.repeat(chunks, k), np.tile(src, reps), np.tile(dst, reps), op)
+        pids = None if path_ids is None else np.tile(path_ids[src, dst], reps)
+        b.add_rank_arrays(step, np.repeat(chunks, k), np.tile(src, reps), np.tile(dst, reps), op, pids)
 
     for h in np.unique(height[kids]):
         up = kids[height[kids] == h]

@@ -255,23 +255,26 @@ class ScheduleBuilder:
         src_rank: np.ndarray,
         dst_rank: np.ndarray,
         op: str = "reduce",
+        path_ids: np.ndarray | None = None,
     ) -> None:
-        """Append many transfers at once, ranks given by index, on default routes (vectorised)."""
+        """Append many transfers at once, ranks given by index (vectorised), on default routes
+        or on the paths `path_ids` (ids from `intern_path`, one per transfer)."""
         if self._rank_nodes is None:
             self._rank_nodes = np.array([self._node(r, "the rank list") for r in self.ranks], dtype=np.int64)
         s = self._rank_nodes[np.asarray(src_rank)]
         d = self._rank_nodes[np.asarray(dst_rank)]
         n = len(s)
-        num_nodes = self.topology.compiled.num_nodes
-        codes, inverse = np.unique(s * num_nodes + d, return_inverse=True)
-        pids = self._lookup_codes(codes, num_nodes)
+        if path_ids is None:
+            num_nodes = self.topology.compiled.num_nodes
+            codes, inverse = np.unique(s * num_nodes + d, return_inverse=True)
+            path_ids = self._lookup_codes(codes, num_nodes)[inverse.ravel()]
         cols = (
             np.broadcast_to(np.asarray(step, dtype=np.int64), (n,)),
             np.broadcast_to(np.asarray(chunk, dtype=np.int64), (n,)),
             s,
             d,
             np.full(n, OPS.index(op), dtype=np.int64),
-            pids[inverse.ravel()],
+            np.broadcast_to(np.asarray(path_ids, dtype=np.int64), (n,)),
         )
         self._flush_rows()
         for store, col in zip(self._cols, cols, strict=True):

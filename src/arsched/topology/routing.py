@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -109,29 +110,74 @@ class Router:
         self.prepare(d for _, d in pairs)
         return [self.path(s, d) for s, d in pairs]
 
-    def link_paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The links of the default paths (as `path` chooses them) for many (src, dst) node-index
-        pairs at once, as CSR: pair i's links are `links[ptr[i]:ptr[i + 1]]`. Vectorised over
-        the pairs, one step per hop."""
+    def link_paths(
+        self, src: np.ndarray, dst: np.ndarray, spread: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The links of fewest-hop paths for many (src, dst) node-index pairs at once, as CSR:
+        pair i's links are `links[ptr[i]:ptr[i + 1]]`. Vectorised over the pairs, one step per hop.
+
+        By default these are the paths `path` chooses (lowest index at ties). With `spread`,
+        each hop takes, among the next hops on a shortest path (in node-index order), the
+        ((t // m) mod count)-th, where t is the destination's node index and m the product of
+        the counts at the earlier hops: destination-digit spreading, which is d-mod-k routing on
+        fat-trees (Zahavi et al.). It balances all-to-all traffic over equal-cost paths, while
+        all traffic to one destination still follows one tree.
+        """
         c = self._c
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         targets = np.unique(dst)
         self.prepare(c.node_ids[t] for t in targets)
         row = np.searchsorted(targets, dst)
-        hops = np.stack([self._dist[int(t)] for t in targets])[row, src].astype(np.int64)
+        dist = np.stack([self._dist[int(t)] for t in targets]).astype(np.int64)
+        hops = dist[row, src]
         bad = np.flatnonzero((hops == UNREACHABLE) | (src == dst))
         if len(bad):
             self.path(c.node_ids[src[bad[0]]], c.node_ids[dst[bad[0]]])  # raises the right error
-        nxt = np.stack([self._next_hop(int(t)) for t in targets])
+        nxt = None if spread else np.stack([self._next_hop(int(t)) for t in targets])
         ptr = np.concatenate([[0], np.cumsum(hops)])
         links = np.empty(ptr[-1], dtype=np.int64)
-        cur = src.copy()
+        cur, digits = src.copy(), dst.copy()
         for k in range(int(hops.max(initial=0))):
             on = np.flatnonzero(hops > k)
-            step = nxt[row[on], cur[on]]
-            links[ptr[on] + k] = np.asarray(c.adjacency[cur[on], step]).ravel() - 1
-            cur[on] = step
+            if nxt is None:
+                link = self._spread_hop(cur[on], dist[row[on]], hops[on] - k - 1, digits, on)
+            else:
+                link = np.asarray(c.adjacency[cur[on], nxt[row[on], cur[on]]]).ravel() - 1
+            links[ptr[on] + k] = link
+            cur[on] = c.link_dst[link]
         return ptr, links
+
+    @cached_property
+    def _out_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """Link indices sorted by source node, then by neighbour, and each node's CSR offset."""
+        c = self._c
+        order = np.lexsort((c.link_dst, c.link_src))
+        return order, np.concatenate([[0], np.cumsum(np.bincount(c.link_src, minlength=c.num_nodes))])
+
+    def _spread_hop(
+        self, at: np.ndarray, dist: np.ndarray, left: np.ndarray, digits: np.ndarray, on: np.ndarray
+    ) -> np.ndarray:
+        """One spreading hop (see `link_paths`): the chosen out-link of every node in `at`, whose
+        destinations' distance rows are `dist`; consumes a digit of `digits[on]`."""
+        c = self._c
+        if not hasattr(self, "_out"):
+            order = np.lexsort((c.link_dst, c.link_src))  # out-links by source, then by neighbour
+            self._out = (
+                order,
+                np.concatenate([[0], np.cumsum(np.bincount(c.link_src, minlength=c.num_nodes))]),
+            )
+        order, out_ptr = self._out
+        lo, hi = out_ptr[at], out_ptr[at + 1]
+        slot = lo[:, None] + np.arange(int((hi - lo).max()))[None, :]
+        real = slot < hi[:, None]
+        link = order[np.minimum(slot, len(order) - 1)]
+        rows = np.arange(len(at))[:, None]
+        good = real & (dist[rows, c.link_dst[link]] == left[:, None])
+        count = good.sum(axis=1)
+        pick = digits[on] % count
+        digits[on] //= count
+        col = np.argmax(good & (np.cumsum(good, axis=1) == (pick + 1)[:, None]), axis=1)
+        return link[np.arange(len(at)), col]
 
     # ---- alternatives ----------------------------------------------------------------------
     def ecmp_paths(self, src: str, dst: str, limit: int = 64) -> list[tuple[str, ...]]:
