@@ -301,7 +301,7 @@ def pack(
             add(tree, height)
 
     hops = np.asarray(usage.sum(axis=1)).ravel().astype(np.float64)
-    shallow_pool(hops, DEPTHS[:1])  # stars from every rank to start from
+    shallow_pool(hops)  # short, shallow trees from every rank to start from
     for tree, height in oracles.propose(hops):
         add(tree, height)
     iterations = 0
