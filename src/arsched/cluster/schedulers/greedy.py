@@ -10,6 +10,15 @@ then the fewest servers anywhere, and reserves on every link the ring crosses th
 the residual capacity allows; the embedding with the best value wins. Gains are estimated with
 the server's uplink bandwidth and checked after embedding (lazy greedy: a move whose real gain
 fell below the next one is queued again).
+
+Anti-starvation (our addition; GADGET's paper has none): under the completion-time utility
+1/(1 + exp(JCT/D - 2)) a job that has waited long is worth almost nothing whatever it gets, so a
+pure utility-maximising greedy may never run it (past JCT ~ 30 D its marginal gain is below
+floating-point resolution; issue 6 found a 16-GPU job never started). A job that has gone
+STARVE_FACTOR x D (at least STARVE_SLOTS slots) without progress is therefore starving: before
+the greedy, starving jobs are embedded at their requested size, oldest arrival first, from the
+empty cluster, so the oldest one always fits and every job eventually finishes; the greedy may
+then grow them like any other job.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
 BLANK = -1e30  # value of a paused job for the completion-time allocator
 MIN_GAIN = 1e-12  # a move must gain more than this per GPU (crumbs of bandwidth gain ~0)
+STARVE_FACTOR = 10.0  # waiting 10 D: the sigmoid utility is below e^-8, the job's value is spent
+STARVE_SLOTS = 3  # ... but never fewer slots than this
 
 
 class _Greedy:
@@ -140,11 +151,32 @@ class _Greedy:
                 break  # no restart, or a single server: nothing beats it
         return best
 
+    def starving(self) -> np.ndarray:
+        """Active jobs without progress for STARVE_FACTOR x D (>= STARVE_SLOTS slots), by arrival."""
+        s, a = self.s, self.s.active
+        if s.waiting is None:
+            return a[:0]
+        limit = np.maximum(STARVE_FACTOR * s.workload.duration[a], STARVE_SLOTS * s.dt)
+        return a[s.waiting[a] >= limit]
+
+    def rescue(self) -> int:
+        """Embed the starving jobs at their requested size first; returns how many were placed."""
+        step = 0
+        for j in self.starving().tolist():
+            need = int(self.s.workload.gpus[j])
+            got = self.embed(j, need)
+            if got is None or not got[1][2] > 0:  # no room, or a ring with no bandwidth left
+                continue
+            self._acquire(j, got[0], got[1])
+            self.w[j], self.v[j], self.order[j] = need, got[2], step
+            step += 1
+        return step
+
     def run(self) -> Decision:
+        step = self.rescue()
         heap = [mv for j in self.row if (mv := self.next_move(j)) is not None]
         heapq.heapify(heap)
         checked: set[tuple[int, int]] = set()
-        step = 0
         while heap:
             _, j, cur, target = heapq.heappop(heap)
             if self.w.get(j, 0) != cur:
