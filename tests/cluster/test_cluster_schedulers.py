@@ -105,19 +105,18 @@ def test_gadget_starts_a_job_its_utility_gave_up_on():
         assert r.finished == r.jobs == 20, name
 
 
-def test_starving_job_is_placed_first_at_its_request():
-    from arsched.cluster.schedulers import SlotState
-    from arsched.cluster.schedulers.greedy import STARVE_FACTOR
+def test_starving_jobs_are_placed_first_oldest_first(monkeypatch):
+    from arsched.cluster.schedulers import SlotState, greedy
 
     wl = synthetic(6, seed=3)
-    c = parse_cluster("star:n=2,gpus=8")
-    a = np.arange(len(wl))
-    waiting = np.zeros(len(wl))
-    big = int(np.argmax(wl.gpus))
-    state = SlotState(float(wl.arrival.max()) + 1e6, 60.0, a, wl.work.copy(), np.zeros(len(wl)), {}, wl, c,
-                      Objective("jct"), 5e-6, 0, waiting)  # fmt: skip
-    # every job so old that its sigmoid utility is flat: nobody gains, nothing runs
-    assert get_scheduler("gadget").decide(state) == []
-    waiting[big] = STARVE_FACTOR * wl.duration[big]
-    (j, p), *_ = get_scheduler("gadget").decide(state)
-    assert j == big and sum(g for _, g in p) >= wl.gpus[big]
+    c = parse_cluster("star:n=2,gpus=2")
+    assert wl.gpus.tolist() == [1, 1, 4, 1, 1, 1]
+    # every job so old (JCT > 1000 D) that its sigmoid utility is flat: no move gains anything
+    state = SlotState(float(wl.arrival.max() + 1000 * wl.duration.max()), 60.0, np.arange(len(wl)),
+                      wl.work.copy(), np.zeros(len(wl)), {}, wl, c, Objective("jct"), 5e-6, 0)  # fmt: skip
+    with monkeypatch.context() as m:
+        m.setattr(greedy, "STARVE_FACTOR", np.inf)
+        assert get_scheduler("gadget").decide(state) == []  # the pure greedy runs nothing
+    d = get_scheduler("gadget").decide(state)
+    # oldest first at their request while they fit: job 2 (4 GPUs) no longer fits after 0 and 1
+    assert [(j, sum(g for _, g in p)) for j, p in d] == [(0, 1), (1, 1), (3, 1), (4, 1)]

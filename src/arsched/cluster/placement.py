@@ -6,6 +6,7 @@ by server index (= locality order: servers are grouped by ToR), or None if it do
 from __future__ import annotations
 
 import heapq
+from itertools import pairwise
 
 import numpy as np
 
@@ -57,14 +58,14 @@ def spread(free: np.ndarray, need: int, group: np.ndarray | None = None) -> Plac
     return _take(np.flatnonzero(free > 0), free, need)
 
 
-def random_gpus(free: np.ndarray, need: int, rng: np.random.Generator) -> Placement | None:
-    """`need` free GPUs drawn uniformly at random over the cluster."""
-    if free.sum() < need:
-        return None
-    slots = np.repeat(np.arange(len(free)), free)
-    pick = rng.choice(slots, size=need, replace=False)
-    servers, counts = np.unique(pick, return_counts=True)
-    return _ring(servers, counts)
+def random_rings(
+    sizes: list[int], num_servers: int, gpus_per_server: int, rng: np.random.Generator
+) -> list[Placement]:
+    """Rings of the given sizes on GPUs drawn uniformly at random without replacement from an
+    empty cluster (one shuffle of every GPU, cut into consecutive pieces)."""
+    slots = rng.permutation(np.repeat(np.arange(num_servers), gpus_per_server))
+    cuts = np.cumsum([0, *sizes]).tolist()
+    return [_ring(*np.unique(slots[a:b], return_counts=True)) for a, b in pairwise(cuts)]
 
 
 def take(free: np.ndarray, placement: Placement, sign: int = -1) -> None:

@@ -88,7 +88,6 @@ def simulate(
     attained = np.zeros(n)
     gpu_seconds = np.zeros(n)
     finish = np.full(n, np.inf)
-    progressed = workload.arrival.astype(float).copy()  # when each job last progressed (or arrived)
     previous: dict = {}
     since: dict[int, int] = {}  # slot in which each job's current placement began
     busy, sched_time, slot_starts = [], [], []
@@ -104,7 +103,7 @@ def simulate(
             now = math.ceil(workload.arrival[arrived] / dt - 1e-9) * dt
             continue
         state = SlotState(now, dt, active, remaining, attained, previous, workload, cluster,
-                          config.objective, config.alpha, config.seed, now - progressed)  # fmt: skip
+                          config.objective, config.alpha, config.seed)  # fmt: skip
         t0 = time.perf_counter()
         decision = scheduler.decide(state)
         sched_time.append(time.perf_counter() - t0)
@@ -124,7 +123,6 @@ def simulate(
         ran = np.minimum(need, dt - lost)
         done = need <= dt - lost + 1e-9
         remaining[js] = np.where(done, 0.0, remaining[js] - rate * ran)
-        progressed[js[ran * rate > 0]] = now + dt
         finish[js[done]] = now + lost[done] + need[done]
         held = np.where(done, lost + need, dt)
         gpu_seconds[js] += w * held

@@ -2,8 +2,7 @@
 
 A scheduler's `decide(state)` returns the placements of the jobs to run this slot, in the order
 it committed them (the `reserved` network mode reserves bandwidth in that order). A job left
-out is paused. Placements must fit the servers' GPUs; the simulator checks. `waiting` tells
-how long each job has gone without progress, for anti-starvation rules.
+out is paused. Placements must fit the servers' GPUs; the simulator checks.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ class SlotState:
     objective: Objective
     alpha: float
     seed: int
-    waiting: np.ndarray | None = None  # s since each job last progressed (or arrived); None: all 0
 
 
 Decision = list[tuple[int, Placement]]

@@ -14,28 +14,30 @@ fell below the next one is queued again).
 Anti-starvation (our addition; GADGET's paper has none): under the completion-time utility
 1/(1 + exp(JCT/D - 2)) a job that has waited long is worth almost nothing whatever it gets, so a
 pure utility-maximising greedy may never run it (past JCT ~ 30 D its marginal gain is below
-floating-point resolution; issue 6 found a 16-GPU job never started). A job that has gone
-STARVE_FACTOR x D (at least STARVE_SLOTS slots) without progress is therefore starving: before
-the greedy, starving jobs are embedded at their requested size, oldest arrival first, from the
-empty cluster, so the oldest one always fits and every job eventually finishes; the greedy may
-then grow them like any other job.
+floating-point resolution; issue 6 found a 16-GPU job never started on 16 GPUs). A job older
+than STARVE_FACTOR x D (at least STARVE_SLOTS slots; D its compute-only duration) has spent its
+utility under every objective's spirit, and what is left is to finish it: such starving jobs are
+embedded before the greedy, oldest arrival first, at their requested size (or their previous
+ring, if larger), from the empty cluster. The oldest always fits and keeps running until it
+finishes, so every job finishes; the greedy may still grow them like any other job.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
 from arsched.cluster.network import Placement, intra_cap, ring_links, throughput
-from arsched.cluster.placement import FreeGPUs, random_gpus, spread, take
+from arsched.cluster.placement import FreeGPUs, random_rings, spread
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
 BLANK = -1e30  # value of a paused job for the completion-time allocator
 MIN_GAIN = 1e-12  # a move must gain more than this per GPU (crumbs of bandwidth gain ~0)
 NO_LINKS = np.zeros(0, dtype=np.int64)
-STARVE_FACTOR = 10.0  # waiting 10 D: the sigmoid utility is below e^-8, the job's value is spent
+STARVE_FACTOR = 10.0  # JCT past 10 D: the sigmoid utility is below e^-8, the job's value is spent
 STARVE_SLOTS = 3  # ... but never fewer slots than this
 
 
@@ -163,18 +165,17 @@ class _Greedy:
         return best
 
     def starving(self) -> np.ndarray:
-        """Active jobs without progress for STARVE_FACTOR x D (>= STARVE_SLOTS slots), by arrival."""
+        """Active jobs older than STARVE_FACTOR x D (and STARVE_SLOTS slots), by arrival."""
         s, a = self.s, self.s.active
-        if s.waiting is None:
-            return a[:0]
         limit = np.maximum(STARVE_FACTOR * s.workload.duration[a], STARVE_SLOTS * s.dt)
-        return a[s.waiting[a] >= limit]
+        return a[self.age[a] >= limit]
 
     def rescue(self) -> int:
-        """Embed the starving jobs at their requested size first; returns how many were placed."""
+        """Embed the starving jobs first (see the module docstring); returns how many were placed."""
         step = 0
         for j in self.starving().tolist():
-            need = int(self.s.workload.gpus[j])
+            prev = sum(g for _, g in self.s.previous.get(j, ()))
+            need = max(int(self.s.workload.gpus[j]), prev)
             got = self.embed(j, need)
             if got is None or not got[1][2] > 0:  # no room, or a ring with no bandwidth left
                 continue
@@ -237,12 +238,11 @@ class RandomPlacement(Scheduler):
     uses_seed = True
 
     def decide(self, state: SlotState) -> Decision:
-        plan = GADGET().decide(state)
+        """GADGET's plan for the slot from an empty cluster (its worker counts and order; the
+        random rings of the last slot are no placement GADGET would keep), then every ring on
+        random GPUs."""
+        plan = GADGET().decide(replace(state, previous={}))
         rng = np.random.default_rng([state.seed, round(state.now * 1000)])
-        free = np.full(state.cluster.num_servers, state.cluster.gpus_per_server, dtype=np.int64)
-        out: Decision = []
-        for j, p in plan:
-            q = random_gpus(free, sum(g for _, g in p), rng)
-            take(free, q)
-            out.append((j, q))
-        return out
+        c = state.cluster
+        rings = random_rings([sum(g for _, g in p) for _, p in plan], c.num_servers, c.gpus_per_server, rng)
+        return [(j, q) for (j, _), q in zip(plan, rings, strict=True)]
