@@ -50,3 +50,18 @@ def test_gadget_decides_as_with_plain_scans(monkeypatch, objective):
         with monkeypatch.context() as m:
             m.setattr(greedy_mod, "FreeGPUs", _ScanGPUs)
             assert get_scheduler("gadget").decide(st) == fast
+
+
+def test_random_rings_have_their_sizes_and_fit():
+    from arsched.cluster.placement import random_rings
+
+    sizes = [3, 1, 8, 5, 7]
+    rings = random_rings(sizes, 6, 4, np.random.default_rng(3))
+    assert [sum(g for _, g in p) for p in rings] == sizes
+    used = np.zeros(6, dtype=int)
+    for p in rings:
+        assert [s for s, _ in p] == sorted({s for s, _ in p})  # a ring visits servers in order, once
+        for s, g in p:
+            used[s] += g
+    assert (used <= 4).all() and used.sum() == sum(sizes)
+    assert rings != random_rings(sizes, 6, 4, np.random.default_rng(4))  # the seed matters

@@ -63,9 +63,13 @@ def random_rings(
 ) -> list[Placement]:
     """Rings of the given sizes on GPUs drawn uniformly at random without replacement from an
     empty cluster (one shuffle of every GPU, cut into consecutive pieces)."""
-    slots = rng.permutation(np.repeat(np.arange(num_servers), gpus_per_server))
-    cuts = np.cumsum([0, *sizes]).tolist()
-    return [_ring(*np.unique(slots[a:b], return_counts=True)) for a, b in pairwise(cuts)]
+    slots = rng.permutation(np.repeat(np.arange(num_servers), gpus_per_server))[: sum(sizes)]
+    key = np.repeat(np.arange(len(sizes)), sizes) * num_servers + slots  # (ring, server), sorted below
+    pairs, counts = np.unique(key, return_counts=True)
+    ring, server = np.divmod(pairs, num_servers)
+    cuts = np.searchsorted(ring, np.arange(len(sizes) + 1)).tolist()
+    srv, cnt = server.tolist(), counts.tolist()
+    return [tuple(zip(srv[a:b], cnt[a:b], strict=True)) for a, b in pairwise(cuts)]
 
 
 def take(free: np.ndarray, placement: Placement, sign: int = -1) -> None:
