@@ -159,7 +159,9 @@ def main() -> None:
         "`benchmarks/bench_cluster.py`. JCT in seconds; utility is the sum of sigmoid completion-time "
         "utilities; 'avg JCT / ideal' is the scheduler's average JCT in that mode over its average JCT when "
         "every ring has the network to itself (the contention-blind view): what link contention costs "
-        "its decisions.",
+        "its decisions. Every run goes until its last job finishes ('slots' simulated); GADGET, Optimus and "
+        "the random ablation run a job older than 10x its compute-only duration first (anti-starvation). "
+        "The random ablation keeps GADGET's worker counts but draws every ring's GPUs at random each slot.",
         "\n\n".join(sections),
     )
 
