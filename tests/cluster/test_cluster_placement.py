@@ -35,6 +35,26 @@ class _ScanGPUs(FreeGPUs):
         return one_server(self.free, need)
 
 
+class _Eager(greedy_mod._Greedy):
+    """The straightforward reference embedding: every option built with the plain scans, tried
+    in order until the previous ring or a one-server ring."""
+
+    def _options(self, j, need):
+        prev = self.s.previous.get(j)
+        opts = []
+        if prev is not None and sum(g for _, g in prev) == need and all(self.free[s] >= g for s, g in prev):
+            opts.append(prev)
+        opts.append(one_server(self.free, need))
+        group = self.s.cluster.group if self.aware else None
+        opts += [fewest_servers(self.free, need, group), fewest_servers(self.free, need)]
+        out = []
+        for p in filter(None, opts):
+            out.append(p)
+            if p is prev or len(p) == 1:
+                break
+        return out
+
+
 @pytest.mark.parametrize("objective", ["jct", "fair"])
 def test_gadget_decides_as_with_plain_scans(monkeypatch, objective):
     for seed in range(6):
@@ -47,9 +67,12 @@ def test_gadget_decides_as_with_plain_scans(monkeypatch, objective):
         st = SlotState(float(wl.arrival.max()), 60.0, a, left, np.zeros(len(wl)), prev, wl, c,
                        Objective(objective), 5e-6, 0)  # fmt: skip
         fast = get_scheduler("gadget").decide(st)
+        optimus = get_scheduler("optimus").decide(st)
         with monkeypatch.context() as m:
             m.setattr(greedy_mod, "FreeGPUs", _ScanGPUs)
             assert get_scheduler("gadget").decide(st) == fast
+            assert _Eager(st, aware=True, completion=False).run() == fast
+            assert _Eager(st, aware=False, completion=True).run() == optimus
 
 
 def test_random_rings_have_their_sizes_and_fit():
