@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from clihelp import PNG_MAGIC, assert_one_line_error, run
 
 TRACE = "synthetic:jobs=12,seed=2,median=200,sigma=0.5"
@@ -51,6 +53,8 @@ def test_bad_inputs_one_line(capsys, tmp_path):
         ["--trace", TRACE, "--network", "tcp"],
         ["--trace", TRACE, "--cluster", "star:n=1"],
         ["--trace", "missing.csv"],
+        ["--trace", TRACE, "--arrival-scale", "0"],
+        ["--trace", TRACE, "--objective", "lossy"],
     ):
         code, _, err = run(capsys, "cluster", "run", *argv)
         assert_one_line_error(code, err)
@@ -64,3 +68,16 @@ def test_skip_bad_rows_reports_count(capsys, tmp_path):
                  "0,1,0,100,vgg16,50,1\n1,1,0,x,vgg16,5,1\n")  # fmt: skip
     code, out, _ = run(capsys, "cluster", "run", "--trace", str(f), "--cluster", CLUSTER, "--skip-bad-rows")
     assert code == 0 and "skipped 1 bad rows" in out
+
+
+def test_arrival_scale_compresses_the_trace(capsys):
+    from arsched.cluster import load_trace
+
+    wl, _ = load_trace(TRACE)
+    half = wl.scale_arrivals(0.5)
+    assert np.array_equal(half.arrival, wl.arrival / 2) and np.array_equal(half.work, wl.work)
+    # on 16 GPUs, jobs arriving 100x as fast queue longer behind FIFO's head
+    base = ["cluster", "run", "--trace", TRACE, "--cluster", "star:n=2,gpus=8", "--scheduler=fifo", "--json"]
+    fast = json.loads(run(capsys, *base, "--arrival-scale", "0.01")[1])
+    slow = json.loads(run(capsys, *base)[1])
+    assert fast["finished"] == 12 and fast["avg_jct_s"] > slow["avg_jct_s"]

@@ -92,3 +92,31 @@ def test_job_larger_than_cluster_is_refused(small):
 def test_unknown_scheduler():
     with pytest.raises(ArschedError, match="unknown scheduler 'nope'"):
         get_scheduler("nope")
+
+
+def test_gadget_starts_a_job_its_utility_gave_up_on():
+    # issue 6: on 16 GPUs the 16-GPU job j3 (D = 218 s) waited until its sigmoid JCT utility was
+    # ~0, after which no move gained and GADGET never started it (FIFO does)
+    wl = synthetic(20, seed=1)
+    c = parse_cluster("leafspine:leaves=2,spines=1,servers_per_leaf=2,gpus=4")
+    assert wl.gpus[3] == c.num_gpus == 16
+    for name in ("gadget", "random"):
+        r = simulate(wl, c, get_scheduler(name), SimConfig())
+        assert r.finished == r.jobs == 20, name
+
+
+def test_starving_jobs_are_placed_first_oldest_first(monkeypatch):
+    from arsched.cluster.schedulers import SlotState, greedy
+
+    wl = synthetic(6, seed=3)
+    c = parse_cluster("star:n=2,gpus=2")
+    assert wl.gpus.tolist() == [1, 1, 4, 1, 1, 1]
+    # every job so old (JCT > 1000 D) that its sigmoid utility is flat: no move gains anything
+    state = SlotState(float(wl.arrival.max() + 1000 * wl.duration.max()), 60.0, np.arange(len(wl)),
+                      wl.work.copy(), np.zeros(len(wl)), {}, wl, c, Objective("jct"), 5e-6, 0)  # fmt: skip
+    with monkeypatch.context() as m:
+        m.setattr(greedy, "STARVE_FACTOR", np.inf)
+        assert get_scheduler("gadget").decide(state) == []  # the pure greedy runs nothing
+    d = get_scheduler("gadget").decide(state)
+    # oldest first at their request while they fit: job 2 (4 GPUs) no longer fits after 0 and 1
+    assert [(j, sum(g for _, g in p)) for j, p in d] == [(0, 1), (1, 1), (3, 1), (4, 1)]

@@ -7,25 +7,33 @@ inside one server runs at the intra-server bandwidth, a ring over several server
 servers' whole NIC (on a star, the reserved model gives the first spanning ring the whole NIC and
 nothing to a second), so each NIC carries at most one spanning ring. Maximise the summed gain
 v_j(w, b) - v_j(0) of the objective's slot values.
+
+On a cluster with several switches (small ones: up to MAX_RING_SERVERS servers) the rings are
+enumerated instead: a column per job, size, placement (GPUs per server; the ring visits its
+servers in index order, as GADGET's do) and ring rate; rows keep one column per job, at most G
+GPUs per server and every link's reserved rate (rate x hops crossing it) within its capacity.
+Rates are the multiples of 1/RATE_LEVELS of the slowest link's capacity up to the ring's rate
+alone on the network, plus that rate and the rate GADGET reserved for its own ring, so the
+optimum is exact over those rates and GADGET's decision is always one of its solutions.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from arsched.cluster.cluster import parse_cluster
+from arsched.cluster.network import intra_cap, ring_links
 from arsched.cluster.schedulers.base import SlotState
 from arsched.cluster.schedulers.greedy import _Greedy
 from arsched.cluster.synthetic import synthetic
 from arsched.cluster.utility import Objective
 from arsched.errors import ArschedError
 
-
-def _check_star(state: SlotState) -> None:
-    topo = state.cluster.topology
-    if len(topo.switches) != 1:
-        raise ArschedError("the slot ILP models a star (one switch); build the cluster with star:n=...")
+MAX_RING_SERVERS = 6  # the ring-enumerating ILP's limit (placements grow as (G+1)^servers)
+RATE_LEVELS = 8
 
 
 def gadget_gain(state: SlotState) -> float:
@@ -36,8 +44,18 @@ def gadget_gain(state: SlotState) -> float:
 
 
 def optimum_gain(state: SlotState) -> float:
-    """The exact optimum of the same slot problem."""
-    _check_star(state)
+    """The exact optimum of the same slot problem (see the module docstring)."""
+    if len(state.cluster.topology.switches) == 1:
+        return _star_optimum(state)
+    if state.cluster.num_servers > MAX_RING_SERVERS:
+        raise ArschedError(
+            f"the slot ILP takes a star (star:n=...) or at most {MAX_RING_SERVERS} servers on other "
+            f"topologies; {state.cluster.name} has {state.cluster.num_servers}"
+        )
+    return _ring_optimum(state)
+
+
+def _star_optimum(state: SlotState) -> float:
     g = _Greedy(state, aware=True, completion=False)
     c = state.cluster
     jobs = [int(j) for j in state.active]
@@ -86,22 +104,72 @@ def optimum_gain(state: SlotState) -> float:
     cost = np.zeros(nv)
     cost[:ny] = -np.array([o[3] for o in opts])
     upper = np.concatenate([np.ones(ny), np.full(nx, G), np.ones(2 * nx)])
+    return _solve(cost, np.array(rows), lo, hi, upper)
+
+
+def _solve(cost: np.ndarray, a, lo, hi, upper: np.ndarray) -> float:
     res = milp(
         cost,
-        constraints=LinearConstraint(np.array(rows), lo, hi),
-        integrality=np.ones(nv),
-        bounds=Bounds(np.zeros(nv), upper),
+        constraints=LinearConstraint(a, lo, hi),
+        integrality=np.ones(len(cost)),
+        bounds=Bounds(np.zeros(len(cost)), upper),
     )
     if res.status != 0:
         raise ArschedError(f"the slot ILP did not solve: {res.message}")
     return float(-res.fun)
 
 
-def random_instance(seed: int, objective: str = "jct") -> SlotState:
+def _ring_optimum(state: SlotState) -> float:
+    c = state.cluster
+    S, G = c.num_servers, c.gpus_per_server
+    g = _Greedy(state, aware=True, completion=False)
+    mine = _Greedy(state, aware=True, completion=False)
+    mine.run()  # GADGET's own rings and rates join the columns
+    unit = float(c.capacity.min()) / RATE_LEVELS
+    by_size: dict[int, list[tuple[int, ...]]] = {}
+    for counts in itertools.product(range(G + 1), repeat=S):
+        by_size.setdefault(sum(counts), []).append(counts)
+    jobs = [int(j) for j in state.active]
+    cols: list[tuple[int, tuple[int, ...], np.ndarray, np.ndarray, float]] = []  # job, counts, links, load
+    gains: list[float] = []
+    for i, j in enumerate(jobs):
+        for w in sorted({w for w in g.cand[i] if w > 0}):
+            for counts in by_size.get(w, []):
+                p = tuple((s, k) for s, k in enumerate(counts) if k)
+                links, mult = ring_links(c, p)
+                alone = intra_cap(c, p)
+                rates = {alone}
+                if len(links):
+                    alone = min(alone, float((c.capacity[links] / mult).min()))
+                    rates = {alone} | {k * unit for k in range(1, RATE_LEVELS + 1) if k * unit < alone}
+                if mine.place.get(j) == p:
+                    rates.add(mine.resv[j][2])
+                for b in sorted(rates):
+                    v = float(g.value(np.array([j]), np.array([w]), np.array([b]))[0]) - g.v0[i]
+                    if v > 0:
+                        cols.append((i, counts, links, mult * (b if len(links) else 0.0)))
+                        gains.append(v)
+    n = len(cols)
+    a = np.zeros((len(jobs) + S + c.num_links, n))
+    for k, (i, counts, links, load) in enumerate(cols):
+        a[i, k] = 1.0  # one column per job
+        a[len(jobs) : len(jobs) + S, k] = counts  # GPUs per server
+        a[len(jobs) + S + links, k] = load  # reserved rate per link
+    hi = np.concatenate([np.ones(len(jobs)), np.full(S, G), c.capacity * (1 + 1e-9)])
+    return _solve(-np.array(gains), a, np.zeros(len(hi)), hi, np.ones(n))
+
+
+def random_instance(seed: int, objective: str = "jct", leafspine: bool = False) -> SlotState:
     """A random small slot: 3-6 jobs (up to 4 GPUs asked, 8 allowed) with 10-100 % of their work
-    left, on 2-4 servers of 4 GPUs under one switch."""
+    left, on 2-4 servers of 4 GPUs under one switch, or (leafspine) on 2 leaves of 1-2 servers of
+    2 GPUs each under 1-2 spines (one spine: a leaf's uplink is shared by its two servers; the
+    ring-enumerating ILP slows down fast with more GPUs per server)."""
     rng = np.random.default_rng(seed)
-    c = parse_cluster(f"star:n={rng.integers(2, 5)},gpus=4")
+    if leafspine:
+        spec = f"leafspine:leaves=2,spines={rng.integers(1, 3)},servers_per_leaf={rng.integers(1, 3)},gpus=2"
+    else:
+        spec = f"star:n={rng.integers(2, 5)},gpus=4"
+    c = parse_cluster(spec)
     wl = synthetic(int(rng.integers(3, 7)), seed=seed, interval=5, median=300)
     wl = wl.__class__(wl.ids, wl.models, wl.arrival, wl.tau, wl.grad_bytes, wl.work,
                       np.minimum(wl.gpus, 4), np.minimum(wl.max_workers, 8), wl.name)  # fmt: skip

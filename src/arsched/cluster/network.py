@@ -61,7 +61,12 @@ def ring_links(cluster: Cluster, placement: Placement) -> tuple[np.ndarray, np.n
     per_hop = [cluster.hop_links(a, b) for a, b in hops(placement)]
     if not per_hop:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate(per_hop), return_counts=True)
+    links = np.sort(np.concatenate(per_hop))  # np.unique(..., return_counts=True), without its overhead
+    first = np.empty(len(links), dtype=bool)
+    first[0] = True
+    np.not_equal(links[1:], links[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return links[starts], np.diff(starts, append=len(links))
 
 
 def intra_cap(cluster: Cluster, placement: Placement) -> float:

@@ -1,8 +1,12 @@
 """Where a job's GPUs go: best-fit on one server, fewest servers (under one ToR if possible),
 topology-blind fewest servers, or random GPUs. All return a ring ((server, gpus), ...) ordered
-by server index (= locality order: servers are grouped by ToR), or None if it does not fit."""
+by server index (= locality order: servers are grouped by ToR), or None if it does not fit.
+`FreeGPUs` keeps the free counts bucketed for a fast best fit (GADGET's inner loop)."""
 
 from __future__ import annotations
+
+import heapq
+from itertools import pairwise
 
 import numpy as np
 
@@ -39,8 +43,12 @@ def fewest_servers(free: np.ndarray, need: int, group: np.ndarray | None = None)
     if free.sum() < need:
         return None
     single = one_server(free, need)
-    if single is not None:
-        return single
+    return single if single is not None else spread(free, need, group)
+
+
+def spread(free: np.ndarray, need: int, group: np.ndarray | None = None) -> Placement:
+    """`need` GPUs (at most the free ones) on the fewest servers: inside the ToR group with the
+    least room that fits when `group` is given and one fits, else across groups."""
     if group is not None:
         room = np.bincount(group, weights=free)
         fits = np.flatnonzero(room >= need)
@@ -50,17 +58,53 @@ def fewest_servers(free: np.ndarray, need: int, group: np.ndarray | None = None)
     return _take(np.flatnonzero(free > 0), free, need)
 
 
-def random_gpus(free: np.ndarray, need: int, rng: np.random.Generator) -> Placement | None:
-    """`need` free GPUs drawn uniformly at random over the cluster."""
-    if free.sum() < need:
-        return None
-    slots = np.repeat(np.arange(len(free)), free)
-    pick = rng.choice(slots, size=need, replace=False)
-    servers, counts = np.unique(pick, return_counts=True)
-    return _ring(servers, counts)
+def random_rings(
+    sizes: list[int], num_servers: int, gpus_per_server: int, rng: np.random.Generator
+) -> list[Placement]:
+    """Rings of the given sizes on GPUs drawn uniformly at random without replacement from an
+    empty cluster (one shuffle of every GPU, cut into consecutive pieces)."""
+    slots = rng.permutation(np.repeat(np.arange(num_servers), gpus_per_server))[: sum(sizes)]
+    key = np.repeat(np.arange(len(sizes)), sizes) * num_servers + slots  # (ring, server), sorted below
+    pairs, counts = np.unique(key, return_counts=True)
+    ring, server = np.divmod(pairs, num_servers)
+    cuts = np.searchsorted(ring, np.arange(len(sizes) + 1)).tolist()
+    srv, cnt = server.tolist(), counts.tolist()
+    return [tuple(zip(srv[a:b], cnt[a:b], strict=True)) for a, b in pairwise(cuts)]
 
 
 def take(free: np.ndarray, placement: Placement, sign: int = -1) -> None:
     """Take (sign -1) or give back (+1) a placement's GPUs in the free array."""
     for s, g in placement:
         free[s] += sign * g
+
+
+class FreeGPUs:
+    """Free GPUs per server (`free` for numpy, `count` for Python loops, both kept current) and,
+    per free count c, a heap of the servers with c free GPUs, so that `one_server` is a walk over
+    at most G buckets instead of a scan of every server. Heaps are pruned lazily: an entry whose
+    server's count changed is skipped."""
+
+    def __init__(self, num_servers: int, gpus_per_server: int) -> None:
+        self.free = np.full(num_servers, gpus_per_server, dtype=np.int64)
+        self.count = [gpus_per_server] * num_servers
+        self.total = num_servers * gpus_per_server
+        self.buckets: list[list[int]] = [[] for _ in range(gpus_per_server)]
+        self.buckets.append(list(range(num_servers)))  # sorted: already a heap
+
+    def one_server(self, need: int) -> Placement | None:
+        """Same answer as `one_server(self.free, need)`."""
+        for c in range(need, len(self.buckets)):
+            heap = self.buckets[c]
+            while heap and self.count[heap[0]] != c:
+                heapq.heappop(heap)
+            if heap:
+                return ((heap[0], need),)
+        return None
+
+    def take(self, placement: Placement, sign: int = -1) -> None:
+        """Take (sign -1) or give back (+1) a placement's GPUs."""
+        for s, g in placement:
+            self.count[s] += sign * g
+            self.free[s] = self.count[s]
+            heapq.heappush(self.buckets[self.count[s]], s)
+            self.total += sign * g

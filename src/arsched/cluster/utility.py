@@ -13,6 +13,12 @@ its normalised speed.
   they run (so more GPUs pay only while they speed the job up enough); the total charges
   0.3 x GPU-seconds / (requested GPUs x D).
 - `fair`: alpha-fair (alpha = 1: log) utility of normalised speed.
+- `loss`: the concave alternative to `excess`: each job's training loss follows a convergence
+  curve l(x) = 1 / (LOSS_B x + 1) of its progress x (share of its required work done), the
+  a/(b k + 1) + c shape of SGD loss curves (as SLAQ and Optimus fit them) with a = 1, c = 0; a
+  slot is worth the loss it removes, l(x) - l(x + dx), so work early in a job's training is worth
+  more than late work (diminishing returns, no reward for training past convergence); the total
+  is the loss reduction each finished job reached, l(0) - l(1), times its normalised speed D/JCT.
 """
 
 from __future__ import annotations
@@ -23,9 +29,15 @@ import numpy as np
 
 from arsched.errors import ArschedError
 
-OBJECTIVES = ("jct", "excess", "energy", "fair")
+OBJECTIVES = ("jct", "excess", "energy", "fair", "loss")
 ENERGY_PRICE = 0.3
 FAIR_EPS = 0.01
+LOSS_B = 9.0  # l(x) = 1 / (9x + 1): the required work removes 90 % of the loss
+
+
+def loss_curve(x: np.ndarray | float) -> np.ndarray:
+    """Normalised training loss after a share x of the required work: 1 / (LOSS_B x + 1)."""
+    return 1.0 / (LOSS_B * np.asarray(x, dtype=float) + 1.0)
 
 
 def _alpha_fair(x: np.ndarray, alpha: float) -> np.ndarray:
@@ -59,6 +71,10 @@ class Objective:
             with np.errstate(divide="ignore"):
                 jct = age + np.where(rate > 0, remaining / np.maximum(rate, 1e-300), np.inf)
             return 1.0 / (1.0 + np.exp(np.minimum(jct / duration - 2.0, 700.0)))
+        if self.name == "loss":  # the work is D x ref_rate
+            work = duration * ref_rate
+            done = 1.0 - remaining / work
+            return loss_curve(done) - loss_curve(done + np.minimum(rate * dt, remaining) / work)
         progress = np.minimum(rate * dt, remaining) / (ref_rate * dt)
         if self.name == "excess":
             return progress
@@ -80,6 +96,8 @@ class Objective:
             )
         elif self.name == "excess":
             u = speed
+        elif self.name == "loss":
+            u = (loss_curve(0.0) - loss_curve(1.0)) * speed
         elif self.name == "energy":
             u = speed - ENERGY_PRICE * gpu_seconds / (gpus * duration)
         else:

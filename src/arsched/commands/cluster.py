@@ -40,15 +40,30 @@ NETWORK_HELP = (
 
 Trace = Annotated[str, typer.Option("--trace", help=TRACE_HELP)]
 ClusterSpec = Annotated[str, typer.Option("--cluster", help=CLUSTER_HELP)]
-ObjectiveOpt = Annotated[str, typer.Option(help="Utility: jct, excess, energy or fair.")]
+ObjectiveOpt = Annotated[
+    str,
+    typer.Option(
+        help="Utility: jct (sigmoid of JCT), excess (progress up to the required work), energy, fair "
+        "(alpha-fair) or loss (loss removed on a concave convergence curve)."
+    ),
+]
 Slot = Annotated[str | None, typer.Option(help="Slot length, e.g. 30s (default: median job duration / 10).")]
 Restart = Annotated[str, typer.Option(help="Progress lost when a running job's GPUs change, e.g. 10s.")]
 Seed = Annotated[int, typer.Option(help="Seed of every random choice.")]
 SkipBad = Annotated[bool, typer.Option("--skip-bad-rows", help="Drop malformed trace rows and count them.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")]
+ArrivalScale = Annotated[
+    float,
+    typer.Option(
+        help="Multiply every arrival time by this factor: below 1 compresses the trace "
+        "(0.25 = jobs four times as fast, four times the load)."
+    ),
+]
 
 
-def _setup(trace: str, cluster: str, skip_bad_rows: bool, objective: str, slot: str | None, restart: str):
+def _setup(
+    trace: str, cluster: str, skip_bad: bool, objective: str, slot: str | None, restart: str, scale: float
+):
     from arsched.cluster import load_trace, parse_cluster
     from arsched.cluster.utility import Objective
     from arsched.units import parse_time
@@ -58,7 +73,8 @@ def _setup(trace: str, cluster: str, skip_bad_rows: bool, objective: str, slot: 
     if slot_s is not None and slot_s <= 0:
         raise ArschedError(f"--slot must be positive, got {slot!r}")
     restart_s = parse_time(restart)
-    wl, skipped = load_trace(trace, skip_bad_rows=skip_bad_rows)
+    wl, skipped = load_trace(trace, skip_bad_rows=skip_bad)
+    wl = wl.scale_arrivals(scale)
     cl = parse_cluster(cluster)
     return wl, skipped, cl, obj, slot_s, restart_s
 
@@ -123,6 +139,7 @@ def run(
     restart: Restart = "0s",
     seed: Seed = 0,
     skip_bad_rows: SkipBad = False,
+    arrival_scale: ArrivalScale = 1.0,
     json_out: Json = False,
 ) -> None:
     """Run one scheduler over a trace and print its metrics."""
@@ -131,7 +148,9 @@ def run(
 
     get_scheduler(scheduler)
     _check_network([network])
-    wl, skipped, cl, obj, slot_s, restart_s = _setup(trace, cluster, skip_bad_rows, objective, slot, restart)
+    wl, skipped, cl, obj, slot_s, restart_s = _setup(
+        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale
+    )
     cfg = SimConfig(network=network, objective=obj, slot=slot_s, restart=restart_s, seed=seed)
     (res,) = _run_all(wl, cl, [(scheduler, network)], lambda _m: cfg, json_out)
     if json_out:
@@ -155,6 +174,7 @@ def compare(
     restart: Restart = "0s",
     seed: Seed = 0,
     skip_bad_rows: SkipBad = False,
+    arrival_scale: ArrivalScale = 1.0,
     plot: Annotated[
         Path | None, typer.Option(help="Folder for jct_cdf.png, utilization.png, utility.png.")
     ] = None,
@@ -171,7 +191,9 @@ def compare(
     _check_network(modes)
     if plot is not None and not plot.is_dir():
         raise ArschedError(f"--plot {plot} is not an existing folder")
-    wl, skipped, cl, obj, slot_s, restart_s = _setup(trace, cluster, skip_bad_rows, objective, slot, restart)
+    wl, skipped, cl, obj, slot_s, restart_s = _setup(
+        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale
+    )
 
     def config_for(mode: str) -> SimConfig:
         return SimConfig(network=mode, objective=obj, slot=slot_s, restart=restart_s, seed=seed)

@@ -10,20 +10,35 @@ then the fewest servers anywhere, and reserves on every link the ring crosses th
 the residual capacity allows; the embedding with the best value wins. Gains are estimated with
 the server's uplink bandwidth and checked after embedding (lazy greedy: a move whose real gain
 fell below the next one is queued again).
+
+Anti-starvation (our addition; GADGET's paper has none): under the completion-time utility
+1/(1 + exp(JCT/D - 2)) a job that has waited long is worth almost nothing whatever it gets, so a
+pure utility-maximising greedy may never run it (past JCT ~ 30 D its marginal gain is below
+floating-point resolution; issue 6 found a 16-GPU job never started on 16 GPUs). A job older
+than STARVE_FACTOR x D (at least STARVE_SLOTS slots; D its compute-only duration) has spent its
+utility under every objective's spirit, and what is left is to finish it: such starving jobs are
+embedded before the greedy, oldest arrival first, at their requested size (or their previous
+ring, if larger), from the empty cluster. The oldest always fits and keeps running until it
+finishes, so every job finishes; the greedy may still grow them like any other job.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
 from arsched.cluster.network import Placement, intra_cap, ring_links, throughput
-from arsched.cluster.placement import fewest_servers, one_server, random_gpus, take
+from arsched.cluster.placement import FreeGPUs, random_rings, spread
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
 BLANK = -1e30  # value of a paused job for the completion-time allocator
 MIN_GAIN = 1e-12  # a move must gain more than this per GPU (crumbs of bandwidth gain ~0)
+NO_LINKS = np.zeros(0, dtype=np.int64)
+STARVE_FACTOR = 10.0  # JCT past 10 D: the sigmoid utility is below e^-8, the job's value is spent
+STARVE_SLOTS = 3  # ... but never fewer slots than this
 
 
 class _Greedy:
@@ -39,7 +54,8 @@ class _Greedy:
         self.aware = aware  # plans with ToRs and link reservations (GADGET) or not (Optimus)
         self.completion = completion  # value = -remaining time (Optimus) instead of the objective
         wl, c = state.workload, state.cluster
-        self.free = np.full(c.num_servers, c.gpus_per_server, dtype=np.int64)
+        self.gpus = FreeGPUs(c.num_servers, c.gpus_per_server)
+        self.free = self.gpus.free
         self.residual = c.capacity.astype(float).copy()
         self.w: dict[int, int] = {}
         self.v: dict[int, float] = {}
@@ -58,8 +74,11 @@ class _Greedy:
         self.est_b = np.where(cand <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
         table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), self.est_b)
         self.v0 = self.value(a, np.zeros(len(a)), np.full(len(a), np.inf)).tolist()
-        self.cand = cand.tolist()
-        self.table = table.tolist()
+        # per job, as lists without the padding zeros (a sorted row's prefix): sizes, values, b
+        zeros = (cand == 0).sum(axis=1).tolist()
+        self.cand = [r[z:] for r, z in zip(cand.tolist(), zeros, strict=True)]
+        self.table = [r[z:] for r, z in zip(table.tolist(), zeros, strict=True)]
+        self.est_b = [r[z:] for r, z in zip(self.est_b.tolist(), zeros, strict=True)]
         self.row = {int(j): i for i, j in enumerate(a)}
 
     def value(self, js: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -77,28 +96,28 @@ class _Greedy:
         i = self.row[j]
         cur = self.w.get(j, 0)
         base = self.v.get(j, self.v0[i])
-        best = None
-        for k, w in enumerate(self.cand[i]):
-            if w > cur:
-                g = (self.table[i][k] - base) / (w - cur)
-                if g > MIN_GAIN and (best is None or g > best[0]):
-                    best = (g, w)
-        return None if best is None else (-best[0], j, cur, best[1])
+        best_g, best_w = MIN_GAIN, 0
+        for w, v in zip(self.cand[i], self.table[i], strict=True):
+            if w > cur and (g := (v - base) / (w - cur)) > best_g:
+                best_g, best_w = g, w
+        return (-best_g, j, cur, best_w) if best_w else None
 
     def _reserve(self, p: Placement) -> tuple[np.ndarray, np.ndarray, float]:
+        if len(p) == 1:  # inside one server: no link to reserve
+            return NO_LINKS, NO_LINKS, self.s.cluster.intra_bandwidth if p[0][1] > 1 else np.inf
         links, mult = ring_links(self.s.cluster, p)
         r = float((self.residual[links] / mult).min()) if len(links) else np.inf
         return links, mult, min(r, intra_cap(self.s.cluster, p))
 
     def _release(self, j: int) -> None:
         if j in self.place:
-            take(self.free, self.place[j], +1)
+            self.gpus.take(self.place[j], +1)
             links, mult, r = self.resv[j]
             if len(links):
                 self.residual[links] += r * mult
 
     def _acquire(self, j: int, p: Placement, resv: tuple[np.ndarray, np.ndarray, float]) -> None:
-        take(self.free, p)
+        self.gpus.take(p)
         links, mult, r = resv
         if len(links):
             self.residual[links] = np.maximum(self.residual[links] - r * mult, 0.0)
@@ -107,44 +126,69 @@ class _Greedy:
     def _value_at(self, j: int, need: int, b: float) -> float:
         i = self.row[j]
         k = self.cand[i].index(need)
-        if b == self.est_b[i, k]:
+        if need == 1 or b == self.est_b[i][k]:  # one worker only computes: any b is the estimate's
             return self.table[i][k]
         return float(self.value(np.array([j]), np.array([need]), np.array([b]))[0])
+
+    def _options(self, j: int, need: int) -> Iterator[Placement]:
+        """Rings to try, best first: the job's previous GPUs (no restart), else one server (best
+        fit), else the fewest servers under one ToR (GADGET) and anywhere; later ones are built
+        only when an earlier one is missing."""
+        prev, count = self.s.previous.get(j), self.gpus.count
+        if prev is not None and sum(g for _, g in prev) == need and all(count[s] >= g for s, g in prev):
+            yield prev
+            return
+        single = self.gpus.one_server(need)
+        if single is not None:
+            yield single
+            return
+        if self.gpus.total < need:
+            return
+        if self.aware:
+            yield spread(self.free, need, self.s.cluster.group)
+        yield spread(self.free, need)
 
     def embed(self, j: int, need: int) -> tuple[Placement, tuple, float] | None:
         """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
         c = self.s.cluster
-        prev = self.s.previous.get(j)
-        options: list[Placement | None] = []
-        if prev is not None and sum(g for _, g in prev) == need and all(self.free[s] >= g for s, g in prev):
-            options.append(prev)
-        options.append(one_server(self.free, need))
-        if self.aware:
-            options += [fewest_servers(self.free, need, c.group), fewest_servers(self.free, need)]
-        else:
-            options.append(fewest_servers(self.free, need))
         best = None
-        for p in options:
-            if p is None:
-                continue
+        for p in self._options(j, need):
             if self.aware:
                 resv = self._reserve(p)
                 b = resv[2]
             else:
-                resv = (np.zeros(0, dtype=np.int64), np.zeros(0), np.inf)
+                resv = (NO_LINKS, NO_LINKS, np.inf)
                 b = c.intra_bandwidth if len(p) == 1 else self.spread_bw
             v = self._value_at(j, need, b)
             if best is None or v > best[2] + 1e-12:
                 best = (p, resv, v)
-            if p is prev or len(p) == 1:
-                break  # no restart, or a single server: nothing beats it
         return best
 
+    def starving(self) -> np.ndarray:
+        """Active jobs older than STARVE_FACTOR x D (and STARVE_SLOTS slots), by arrival."""
+        s, a = self.s, self.s.active
+        limit = np.maximum(STARVE_FACTOR * s.workload.duration[a], STARVE_SLOTS * s.dt)
+        return a[self.age[a] >= limit]
+
+    def rescue(self) -> int:
+        """Embed the starving jobs first (see the module docstring); returns how many were placed."""
+        step = 0
+        for j in self.starving().tolist():
+            prev = sum(g for _, g in self.s.previous.get(j, ()))
+            need = max(int(self.s.workload.gpus[j]), prev)
+            got = self.embed(j, need)
+            if got is None or not got[1][2] > 0:  # no room, or a ring with no bandwidth left
+                continue
+            self._acquire(j, got[0], got[1])
+            self.w[j], self.v[j], self.order[j] = need, got[2], step
+            step += 1
+        return step
+
     def run(self) -> Decision:
+        step = self.rescue()
         heap = [mv for j in self.row if (mv := self.next_move(j)) is not None]
         heapq.heapify(heap)
         checked: set[tuple[int, int]] = set()
-        step = 0
         while heap:
             _, j, cur, target = heapq.heappop(heap)
             if self.w.get(j, 0) != cur:
@@ -194,12 +238,11 @@ class RandomPlacement(Scheduler):
     uses_seed = True
 
     def decide(self, state: SlotState) -> Decision:
-        plan = GADGET().decide(state)
+        """GADGET's plan for the slot from an empty cluster (its worker counts and order; the
+        random rings of the last slot are no placement GADGET would keep), then every ring on
+        random GPUs."""
+        plan = GADGET().decide(replace(state, previous={}))
         rng = np.random.default_rng([state.seed, round(state.now * 1000)])
-        free = np.full(state.cluster.num_servers, state.cluster.gpus_per_server, dtype=np.int64)
-        out: Decision = []
-        for j, p in plan:
-            q = random_gpus(free, sum(g for _, g in p), rng)
-            take(free, q)
-            out.append((j, q))
-        return out
+        c = state.cluster
+        rings = random_rings([sum(g for _, g in p) for _, p in plan], c.num_servers, c.gpus_per_server, rng)
+        return [(j, q) for (j, _), q in zip(plan, rings, strict=True)]
