@@ -64,7 +64,8 @@ UNITS = 32  # default parallel pipelines: the trees' shares are rounded to 1/(UN
 VARIANTS = 4  # jittered spanning trees and Prim centres priced per iteration
 DEPTHS = (1, 2, 3, 4)  # height limits of the shallow-tree oracle
 DEPTH_SLACK = 0.005  # share of the optimum given up for shallower trees
-MWU_EPSILON = 0.3  # price step of the multiplicative-weights start
+MWU_AFTER = 20  # column generation rounds before multiplicative weights step in
+MWU_EPSILON = 0.3  # price step of multiplicative weights
 TOLERANCE = 0.002  # stop when the rate is this close to the cut bound's
 DEFAULT_ALPHA = 5e-6  # the flow model's default per-transfer overhead
 
@@ -235,6 +236,12 @@ class _TreeLP:
         return self.solve()[0]
 
 
+def _pipeline_cost(height: np.ndarray) -> np.ndarray:
+    """The second LP's cost of a tree of this height: its pipeline length 2h − 1, squared, so
+    that rate moves off the deepest trees, whose fill and drain end the schedule."""
+    return (2 * np.asarray(height) - 1) ** 2
+
+
 def multiplicative_weights(
     sub: sp.csr_array, caps: np.ndarray, oracles: _Oracles, eps: float = MWU_EPSILON
 ) -> list[np.ndarray]:
@@ -310,8 +317,10 @@ def pack(
         weights, duals = lp.solve()
         if weights.sum() >= target * (1 - TOLERANCE):
             break
-        if iterations == 1 and sum(add(t, None) for t in multiplicative_weights(sub, lp_caps, oracles)):
-            continue  # not optimal at once: multiplicative weights find the trees
+        if iterations == MWU_AFTER and sum(
+            add(t, None) for t in multiplicative_weights(sub, lp_caps, oracles)
+        ):
+            continue  # column generation is slow here: multiplicative weights find the trees
         price = sub @ duals  # link prices y ≥ 0, summed per pair
         if not sum(add(t, h) for t, h in oracles.propose(price) if price[t].sum() < 1 - 1e-9):
             break
@@ -321,7 +330,7 @@ def pack(
     height = np.array(
         [hang(n, iu, iv, t)[1] if h is None else h for t, h in zip(columns, heights, strict=True)]
     )
-    weights = lp.shallowest(optimum * (1 - DEPTH_SLACK), (2 * height - 1) ** 2)
+    weights = lp.shallowest(optimum * (1 - DEPTH_SLACK), _pipeline_cost(height))
     keep = np.flatnonzero(weights > 1e-9 * optimum)
     hung = [hang(n, iu, iv, columns[i]) for i in keep]
     return Packing(

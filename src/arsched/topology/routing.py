@@ -117,11 +117,14 @@ class Router:
         pair i's links are `links[ptr[i]:ptr[i + 1]]`. Vectorised over the pairs, one step per hop.
 
         By default these are the paths `path` chooses (lowest index at ties). With `spread`,
-        each hop takes, among the next hops on a shortest path (in node-index order), the
+        each switch takes, among the next hops on a shortest path (in node-index order), the
         ((t // m) mod count)-th, where t is the destination's node index and m the product of
-        the counts at the earlier hops: destination-digit spreading, which is d-mod-k routing on
-        fat-trees (Zahavi et al.). It balances all-to-all traffic over equal-cost paths, while
-        all traffic to one destination still follows one tree.
+        the counts at the earlier switches: destination-digit spreading, which is d-mod-k
+        routing on fat-trees (Zahavi et al.). It balances all-to-all traffic over equal-cost
+        paths, while all traffic to one destination still follows one tree. Servers (the
+        sources, and the relays of server-centric networks such as BCube, DCell and tori) keep
+        the lowest-index choice: ECMP is a switch's job, and measured on a 4×4 torus, spreading
+        at servers made tree packing's trees deeper.
         """
         c = self._c
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
@@ -146,6 +149,10 @@ class Router:
             links[ptr[on] + k] = link
             cur[on] = c.link_dst[link]
         return ptr, links
+
+    @cached_property
+    def _is_switch(self) -> np.ndarray:
+        return np.array([self.topology.kind(v) == "switch" for v in self._c.node_ids])
 
     @cached_property
     def _out_links(self) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +180,7 @@ class Router:
         link = order[np.minimum(slot, len(order) - 1)]
         rows = np.arange(len(at))[:, None]
         good = real & (dist[rows, c.link_dst[link]] == left[:, None])
-        count = good.sum(axis=1)
+        count = np.where(self._is_switch[at], good.sum(axis=1), 1)  # servers: the first
         pick = digits[on] % count
         digits[on] //= count
         col = np.argmax(good & (np.cumsum(good, axis=1) == (pick + 1)[:, None]), axis=1)
