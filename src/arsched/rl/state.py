@@ -7,7 +7,9 @@ executes on the `FlowTreeEngine` (merges happen, new flows become available). Th
 greedy's best shape, and the candidates are kept in greedy's order: first the flows of greedy's
 plan for the rest of the round (`fill_round` over the candidates), then the others, each part
 in `round_order` (the busiest link's flows first, then the longest remaining critical path);
-the plan is redrawn when a flow outside it is picked. So always picking the first candidate
+a pick outside the plan drops the plan's flows it conflicts with (the plan is drawn, with
+greedy's swaps, once per round: redrawing it on every such pick cost more than the rest of
+an environment step). So always picking the first candidate
 with all trees selected is exactly `greedy-trees`.
 Everything per step is numpy over a dense flow × link incidence.
 """
@@ -110,16 +112,12 @@ class RoundState:
         self.selected = ok if fallback else sel
         self.blocked[:] = False
         self.order = round_order(self.engine, self.prio)  # this round's greedy order
-        self._replan()
-        return fallback
-
-    def _replan(self) -> None:
-        """Greedy's plan for the rest of the round over the current candidates."""
         e = self.engine
-        idx = np.flatnonzero(e.available & self.selected[e.flow_tree] & ~self.blocked)
+        idx = np.flatnonzero(e.available & self.selected[e.flow_tree])
         self.plan[:] = False
         self.plan[fill_round(e, idx[np.argsort(self.order[idx], kind="stable")])] = True
         self._refresh()
+        return fallback
 
     def _refresh(self) -> None:
         e = self.engine
@@ -132,10 +130,8 @@ class RoundState:
         f = int(self.candidates[k])
         self.picked.append(f)
         self.blocked |= self.inc[:, self.inc[f]].any(1)
-        if self.plan[f]:
-            self._refresh()  # the rest of the plan still fits
-        else:
-            self._replan()
+        self.plan &= ~self.blocked  # a pick outside the plan drops the plan's flows it blocks
+        self._refresh()
         if len(self.candidates):
             return False
         self.engine.execute(self.picked)
