@@ -33,22 +33,145 @@ class FlowTree:
 
 
 LOAD_AWARE_LIMIT = 128  # above this many ranks, ties are broken by index only
+BALANCED_LIMIT = 64  # above this many ranks, "balanced"/"spt" fall back to "bfs" (cost n² per edge)
+SHAPES = ("spt", "shallow", "balanced", "chain", "bfs")
 
 
 def build_trees(
-    topology: Topology, ranks: Sequence[str], num_chunks: int, fanout: int | None = None
+    topology: Topology,
+    ranks: Sequence[str],
+    num_chunks: int,
+    fanout: int | None = None,
+    shape: str = "bfs",
+    order: Sequence[int] | None = None,
 ) -> list[FlowTree]:
-    """One tree per chunk, rooted at rank c mod N. Ranks join the tree nearest first (fewest
-    hops to a tree member with room for one more child); among the nearest choices, the edge
-    whose paths (up and down) cross the least-loaded links so far wins, so that the trees of
-    different roots spread over the network (up to `LOAD_AWARE_LIMIT` ranks; lowest index
-    otherwise). A member takes at most `fanout` children (default: its ports, at least 2)."""
+    """One tree per chunk, rooted at rank c mod N, of one of the `SHAPES`:
+
+    - "bfs": ranks join nearest first (fewest hops to a member with room for one more child);
+      among the nearest, the edge whose paths cross the least-loaded links so far wins; one
+      shape per root, shared by that root's chunks.
+    - "balanced": every chunk gets its own tree, grown one edge at a time; the next edge is the
+      one whose up and down paths leave the busiest of their links least loaded (over all
+      trees so far), then the one that puts the new rank fewest hops below the root: the
+      round model's bound is a link-load bound, so the trees spread the load.
+    - "shallow": the same, but the edge minimising that load plus the new rank's hops below
+      the root, trading a little balance for depth (a depth-d tree needs 2d rounds per chunk).
+    - "spt": every chunk gets its own shortest-path tree: each rank's parent is a nearest rank
+      one step closer to the root on a shortest path, the one whose paths leave the busiest
+      of their links least loaded. On BCube these are the dimension-ordered trees of its
+      native AllReduce, as shallow as the network allows, with the levels' order spread.
+    - "chain": chunk c is a path along the cyclic rank `order` (indices into `ranks`) ending at
+      its root, every other root's chunks running the other way round: the ring's reduce-
+      scatter as flow trees (bandwidth-optimal on one-port networks).
+
+    In "bfs", "balanced" and "shallow" trees a member takes at most `fanout` children (default: for "bfs"
+    its ports, at least 2; for "balanced" no limit, since a parent receives its children one
+    per round per port anyway)."""
     n = len(ranks)
+    if shape == "chain":
+        if order is None or sorted(order) != list(range(n)):
+            raise ArschedError("chain trees need a cyclic order of all the ranks")
+        return _chain_trees(np.asarray(order), num_chunks)
+    if shape not in SHAPES:
+        raise ArschedError(f"unknown tree shape {shape!r}: use one of {', '.join(SHAPES)}")
     hops = topology.router.hop_matrix(ranks).astype(np.float64)
     if (hops < 0).any():
         raise ArschedError(f"some ranks of {topology.name} cannot reach each other")
+    if shape == "spt" and n <= BALANCED_LIMIT:
+        return _spt_trees(num_chunks, hops, _pair_links(topology, ranks))
+    if shape in ("balanced", "shallow") and n <= BALANCED_LIMIT:
+        cap = np.full(n, n if fanout is None else fanout)
+        return _balanced_trees(num_chunks, hops, cap, _pair_links(topology, ranks), shape == "shallow")
     ports = np.array([topology.ports(r) for r in ranks])
     cap = np.maximum(ports, 2) if fanout is None else np.full(n, fanout)
+    return _bfs_trees(topology, ranks, num_chunks, hops, cap)
+
+
+def _chain_trees(order: np.ndarray, num_chunks: int) -> list[FlowTree]:
+    n = len(order)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    trees = []
+    for chunk in range(num_chunks):
+        root = chunk % n
+        way = order if (chunk // n) % 2 == 0 else order[::-1]
+        p = int(np.flatnonzero(way == root)[0])
+        parent = np.full(n, -1)
+        ring = np.roll(way, -p)  # ring[0] is the root
+        parent[ring[1:]] = np.roll(ring, -1)[1:]
+        trees.append(FlowTree(chunk, root, parent))
+    return trees
+
+
+def _pair_links(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
+    """(n, n, width): the links of the paths a→b and b→a of every rank pair, padded with the
+    index `num_links` (a link whose load stays 0)."""
+    n = len(ranks)
+    c = topology.compiled
+    one = {
+        (a, b): c.path_links(topology.path(ranks[a], ranks[b])) for a in range(n) for b in range(n) if a != b
+    }
+    width = max(len(one[(a, b)]) + len(one[(b, a)]) for a, b in one)
+    both = np.full((n, n, width), c.num_links, dtype=np.int64)
+    for (a, b), lk in one.items():
+        both[a, b, : len(lk)] = lk
+        both[b, a, len(one[(b, a)]) : len(one[(b, a)]) + len(lk)] = lk
+    return both
+
+
+def _balanced_trees(
+    num_chunks: int, hops: np.ndarray, cap: np.ndarray, both: np.ndarray, shallow: bool
+) -> list[FlowTree]:
+    n = len(hops)
+    load = np.zeros(both.max() + 1)
+    trees = []
+    for chunk in range(num_chunks):
+        root = chunk % n
+        parent = np.full(n, -1)
+        inside = np.zeros(n, dtype=bool)
+        inside[root] = True
+        room = cap.astype(np.int64).copy()
+        depth = np.zeros(n)  # hops below the root
+        for _ in range(n - 1):
+            vs, us = np.nonzero(~inside[:, None] & (inside & (room > 0))[None, :])
+            pl = load[both[vs, us]]
+            d = depth[us] + hops[vs, us]
+            keys = (us, vs, pl.sum(1), pl.max(1) + d) if shallow else (us, vs, pl.sum(1), d, pl.max(1))
+            pick = np.lexsort(keys)[0]
+            v, u = int(vs[pick]), int(us[pick])
+            parent[v] = u
+            depth[v] = d[pick]
+            inside[v] = True
+            room[u] -= 1
+            load[both[v, u]] += 1
+            load[-1] = 0
+        trees.append(FlowTree(chunk, root, parent))
+    return trees
+
+
+def _spt_trees(num_chunks: int, hops: np.ndarray, both: np.ndarray) -> list[FlowTree]:
+    n = len(hops)
+    load = np.zeros(both.max() + 1)
+    trees = []
+    for chunk in range(num_chunks):
+        root = chunk % n
+        parent = np.full(n, -1)
+        for v in np.lexsort((np.arange(n), hops[:, root]))[1:].tolist():
+            us = np.flatnonzero((hops[:, root] < hops[v, root]) & (hops[:, root] + hops[v] == hops[v, root]))
+            us = us[hops[v, us] == hops[v, us].min()]
+            pl = load[both[v, us]]
+            u = int(us[np.lexsort((us, pl.sum(1), pl.max(1)))[0]])
+            parent[v] = u
+            load[both[v, u]] += 1
+            load[-1] = 0
+        trees.append(FlowTree(chunk, root, parent))
+    return trees
+
+
+def _bfs_trees(
+    topology: Topology, ranks: Sequence[str], num_chunks: int, hops: np.ndarray, cap: np.ndarray
+) -> list[FlowTree]:
+    n = len(ranks)
     c = topology.compiled
     load = np.zeros(c.num_links)
     links: dict[tuple[int, int], np.ndarray] = {}
@@ -94,7 +217,8 @@ class FlowTreeEngine:
     """Round-by-round state of a set of flow trees (one per chunk) over a topology.
 
     Flow f has `flow_chunk[f]`, `flow_kind[f]` (REDUCE up or BROADCAST down), `flow_src[f]`,
-    `flow_dst[f]` (rank indices) and `flow_tree[f]`; its links are `links_of(f)`.
+    `flow_dst[f]` (rank indices) and `flow_tree[f]`; its links are `links_of(f)` (also as a
+    tuple, `link_tuple(f)`, and as row f of `link_matrix`, padded with the index num_links).
     """
 
     def __init__(
@@ -126,9 +250,18 @@ class FlowTreeEngine:
         self.flow_src = np.array(src, dtype=np.int64)
         self.flow_dst = np.array(dst, dtype=np.int64)
         self.flow_tree = np.array(tree, dtype=np.int64)
-        self.paths = [topology.path(self.ranks[a], self.ranks[b]) for a, b in zip(src, dst, strict=True)]
-        self._links = [c.path_links(p) for p in self.paths]
+        pairs = {
+            (a, b): topology.path(self.ranks[a], self.ranks[b]) for a, b in set(zip(src, dst, strict=True))
+        }
+        pair_links = {ab: c.path_links(p) for ab, p in pairs.items()}
+        self.paths = [pairs[ab] for ab in zip(src, dst, strict=True)]
+        self._links = [pair_links[ab] for ab in zip(src, dst, strict=True)]
+        self._tuples = [tuple(lk.tolist()) for lk in self._links]
         f = len(chunk)
+        width = max((len(lk) for lk in self._links), default=0)
+        self.link_matrix = np.full((f, width), c.num_links, dtype=np.int64)
+        for i, lk in enumerate(self._links):
+            self.link_matrix[i, : len(lk)] = lk
         # waiting counts: a reduce from v waits for v's children's reduces; a broadcast to v
         # waits for the broadcast into its source (or, at the root, for all reduces into it)
         self._pending_children = np.zeros((len(self.trees), n), dtype=np.int64)
@@ -169,6 +302,9 @@ class FlowTreeEngine:
 
     def links_of(self, f: int) -> np.ndarray:
         return self._links[f]
+
+    def link_tuple(self, f: int) -> tuple[int, ...]:
+        return self._tuples[f]
 
     def conflict_free(self, flows: Sequence[int]) -> bool:
         """True if no two of the flows share a directed link."""

@@ -1,22 +1,25 @@
 """Greedy flow-tree scheduling: the hierarchical-RL paper's pipeline with fixed policies.
 
-Every chunk gets a flow tree (`arsched.flowtrees.build_trees`); every round all trees are
-selected (the upper level's choice) and flows are picked one at a time, longest remaining
-critical path first, skipping any that conflicts with a flow already picked (the lower
-level's choice), until none is left. It is the non-learned reference the RL scheduler must
-beat, on the same engine.
+Every chunk gets a flow tree (`arsched.flowtrees.build_trees`; by default 4 chunks per rank,
+so that pipeline fill and drain cost little beside the link-load bound); every round all trees
+are selected (the upper level's choice) and flows are picked one at a time, those crossing
+the link with the most flows left first, then the longest remaining critical path, skipping
+any that conflicts with a flow already picked (the lower level's choice), until none is left.
+Each tree shape of `candidate_engines` is run and the one with the fewest rounds kept. It is
+the non-learned reference the RL scheduler must beat, on the same engine.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple
+from arsched.algorithms.common import check_ranks, check_size, chunk_multiple, ring_order
 from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule
-from arsched.flowtrees import REDUCE, FlowTreeEngine, build_trees
+from arsched.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_trees
 from arsched.topology.core import Topology
 
 
@@ -49,28 +52,157 @@ def _depth(parent: np.ndarray, v: int) -> int:
     return d
 
 
-def priority_rank(engine: FlowTreeEngine, prio: np.ndarray) -> np.ndarray:
-    """Each flow's place in the scheduling order: priority first, then chunk, then source."""
-    order = np.lexsort((engine.flow_src, engine.flow_chunk, -prio))
-    rank_in_order = np.empty(engine.num_flows, dtype=np.int64)
-    rank_in_order[order] = np.arange(engine.num_flows)
-    return rank_in_order
+def default_chunks(num_ranks: int) -> int:
+    """4 chunks per rank up to 32 ranks, 2 up to 64, then 1: more chunks amortise the pipeline
+    fill and drain (a depth-d tree needs 2d rounds for one chunk), fewer keep episodes short."""
+    return num_ranks * max(1, min(4, 128 // num_ranks))
+
+
+def incidence(engine: FlowTreeEngine) -> np.ndarray:
+    """Dense flow × directed-link incidence (float32, for matrix products)."""
+    inc = np.zeros((engine.num_flows, engine.topology.compiled.num_links), dtype=np.float32)
+    for f in range(engine.num_flows):
+        inc[f, engine.links_of(f)] = 1.0
+    return inc
+
+
+def round_order(engine: FlowTreeEngine, prio: np.ndarray) -> np.ndarray:
+    """Each available flow's place in this round's order (others get the flow count): the
+    most flows left on its busiest link first (the round model's bound is that load), then
+    the longest critical path `prio`, then chunk, then source."""
+    e = engine
+    avail = np.flatnonzero(e.available)
+    num_links = e.topology.compiled.num_links
+    remain = np.bincount(e.link_matrix[~e.done].ravel(), minlength=num_links + 1)
+    remain[num_links] = 0  # the padding
+    pressure = remain[e.link_matrix[avail]].max(1)
+    key = np.lexsort((e.flow_src[avail], e.flow_chunk[avail], -prio[avail], -pressure))
+    rank = np.full(e.num_flows, e.num_flows, dtype=np.int64)
+    rank[avail[key]] = np.arange(len(avail))
+    return rank
+
+
+def first_fit(engine: FlowTreeEngine, flows: np.ndarray) -> list[int]:
+    """The flows, in the given order, that share no directed link with an earlier pick."""
+    used = bytearray(engine.topology.compiled.num_links)
+    picked = []
+    for f in flows.tolist():
+        links = engine.link_tuple(f)
+        if not any(used[lk] for lk in links):
+            for lk in links:
+                used[lk] = 1
+            picked.append(f)
+    return picked
+
+
+def fill_round(engine: FlowTreeEngine, flows: np.ndarray) -> list[int]:
+    """A conflict-free subset of the flows (given in priority order) for one round: first fit,
+    then (1,2)-swaps while any helps: a picked flow is traded for two or more unpicked ones
+    (earliest first) that conflict with it alone. First fit gives a maximal set; the swaps
+    make it larger (on BCube a round can carry a flow on every port, and first fit leaves
+    some idle)."""
+    picked = first_fit(engine, flows)
+    num_links = engine.topology.compiled.num_links
+    owner = np.full(num_links + 1, -1, dtype=np.int64)  # the last entry: the padding of link_matrix
+    for f in picked:
+        owner[engine.links_of(f)] = f
+    chosen = np.zeros(engine.num_flows, dtype=bool)
+    chosen[picked] = True
+    changed = True
+    while changed:
+        changed = False
+        rest = flows[~chosen[flows]]
+        owners = np.sort(owner[engine.link_matrix[rest]], axis=1)
+        distinct = (owners[:, 1:] != owners[:, :-1]) & (owners[:, 1:] >= 0)
+        lone = (distinct.sum(1) + (owners[:, 0] >= 0)) == 1  # exactly one picked flow in the way
+        if not lone.any():
+            break
+        blocker = owners[lone].max(1)
+        for p in np.unique(blocker).tolist():
+            members = rest[lone][blocker == p]
+            if len(members) < 2 or not chosen[p]:
+                continue
+            used: set[int] = set()
+            add = []
+            for u in members.tolist():
+                links = engine.link_tuple(u)
+                if used.isdisjoint(links) and all(owner[lk] in (-1, p) for lk in links):
+                    used.update(links)
+                    add.append(u)
+            if len(add) >= 2:
+                owner[engine.links_of(p)] = -1
+                chosen[p] = False
+                for u in add:
+                    owner[engine.links_of(u)] = u
+                chosen[add] = True
+                changed = True
+    return flows[chosen[flows]].tolist()
 
 
 def run_greedy(engine: FlowTreeEngine) -> None:
-    """Drive the engine to the end: each round, available flows by priority, first fit."""
-    rank_in_order = priority_rank(engine, critical_path(engine))
-    used = np.zeros(engine.topology.compiled.num_links, dtype=bool)
+    """Drive the engine to the end: each round, available flows in `round_order`, `fill_round`."""
+    prio = critical_path(engine)
     while not engine.finished:
+        rank = round_order(engine, prio)
         candidates = np.flatnonzero(engine.available)
-        picked = []
-        used[:] = False
-        for f in candidates[np.argsort(rank_in_order[candidates])].tolist():
-            links = engine.links_of(f)
-            if not used[links].any():
-                used[links] = True
-                picked.append(f)
-        engine.execute(picked)
+        engine.execute(fill_round(engine, candidates[np.argsort(rank[candidates])]))
+
+
+def candidate_engines(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    chunks: int,
+    fanout: int | None = None,
+    algorithm: str = "greedy-trees",
+    shape: str | None = None,
+) -> dict[str, FlowTreeEngine]:
+    """One engine per tree shape (`arsched.flowtrees.SHAPES`, or only `shape`; chains follow
+    the ring order)."""
+    order = ring_order(topology, ranks)
+    index = {r: i for i, r in enumerate(ranks)}
+    order_idx = [index[r] for r in order]
+    return {
+        s: FlowTreeEngine(
+            topology, ranks, nbytes, build_trees(topology, ranks, chunks, fanout, s, order_idx), algorithm
+        )
+        for s in (SHAPES if shape is None else (shape,))
+    }
+
+
+_BEST_SHAPE: weakref.WeakKeyDictionary[Topology, dict] = weakref.WeakKeyDictionary()
+
+
+def best_engine(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    chunks: int,
+    fanout: int | None = None,
+    algorithm: str = "greedy-trees",
+) -> tuple[str, FlowTreeEngine]:
+    """The tree shape on which greedy needs the fewest rounds (first in `SHAPES` at ties) and
+    its engine, at the start. A shape whose busiest link carries at least as many flows as the
+    best rounds so far (a lower bound on its own rounds) is not run. The choice does not depend
+    on the size and is cached per topology, ranks, chunks and fanout (the RL environments and
+    training ask for it many times)."""
+    known = _BEST_SHAPE.setdefault(topology, {})
+    key = (ranks, chunks, fanout)
+    engines = candidate_engines(topology, ranks, nbytes, chunks, fanout, algorithm, known.get(key))
+    if key not in known:
+        best = None
+        num_links = topology.compiled.num_links
+        for shape, engine in engines.items():
+            load = np.bincount(engine.link_matrix.ravel(), minlength=num_links + 1)[:num_links].max()
+            if best is not None and load >= best[1]:
+                continue
+            run_greedy(engine)
+            if best is None or len(engine.rounds) < best[1]:
+                best = (shape, len(engine.rounds))
+        known[key] = best[0]
+    engine = engines[known[key]]
+    engine.reset()
+    return known[key], engine
 
 
 @register("greedy-trees", "flow trees per chunk, rounds of non-conflicting flows, critical path first")
@@ -82,10 +214,11 @@ def greedy_trees(
     fanout: int | None = None,
 ) -> Schedule:
     """Greedy flow-tree scheduling (the RL pipeline with heuristic policies); minimises rounds
-    greedily, one tree per chunk, roots spread over the ranks."""
+    greedily, one tree per chunk (default `default_chunks`), roots spread over the ranks, the
+    best of the tree shapes."""
     rs = check_ranks(topology, ranks, "greedy-trees")
     nbytes = check_size(nbytes, "greedy-trees")
-    chunks = chunk_multiple(chunks, len(rs), "greedy-trees")
-    engine = FlowTreeEngine(topology, rs, nbytes, build_trees(topology, rs, chunks, fanout), "greedy-trees")
+    chunks = chunk_multiple(default_chunks(len(rs)) if chunks is None else chunks, len(rs), "greedy-trees")
+    shape, engine = best_engine(topology, rs, nbytes, chunks, fanout)
     run_greedy(engine)
-    return engine.schedule({"params": {"chunks": chunks, "fanout": fanout}})
+    return engine.schedule({"params": {"chunks": chunks, "fanout": fanout}, "trees": shape})

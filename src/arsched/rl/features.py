@@ -4,14 +4,16 @@ Every feature is a ratio or a fraction (no node ids, no counts that grow with th
 the per-flow / per-tree rows are padded to fixed lengths with a validity column and action
 masks, so one policy runs on topologies it never saw:
 
-- lower level (Workload Scheduling): the first `MAX_CANDIDATES` candidate flows in priority
-  order (longest remaining critical path first; the rest wait for a later pick or round), each
-  with its priority, direction, path length, network pressure on its links (available flows
-  and remaining flows per link, relative to the busiest link) and how many other candidates it
-  would block; plus global progress features.
+- lower level (Workload Scheduling): the first `MAX_CANDIDATES` candidate flows in greedy's
+  order (its plan for the round first, then the busiest link's flows, then the longest
+  remaining critical path; the rest wait for a later pick or round), each with its priority,
+  direction, path length, network pressure on its links (available flows and remaining flows
+  per link, relative to the busiest link), how many other candidates it would block, its
+  tree's progress and whether greedy's plan holds it; plus global progress features.
 - upper level (Flow-Tree Selection): one row per flow tree (at most `MAX_TREES`): progress,
   available flows, remaining critical path, pressure on its available flows' links, and the
-  previous round's selection.
+  previous round's selection. The upper network scores every row with the same weights, so
+  the padding only bounds the number of trees, it is not learned per slot.
 
 Bump `FEATURE_VERSION` whenever a feature changes: checkpoints record it and refuse to load
 under another version.
@@ -24,10 +26,10 @@ import numpy as np
 from arsched.algorithms.registry import NotApplicable
 from arsched.rl.state import RoundState
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 MAX_CANDIDATES = 32
-MAX_TREES = 64
-FLOW_FEATURES = 8
+MAX_TREES = 128  # default_chunks gives at most 128 trees
+FLOW_FEATURES = 9
 TREE_FEATURES = 7
 GLOBAL_FEATURES = 4
 LOWER_DIM = MAX_CANDIDATES * FLOW_FEATURES + GLOBAL_FEATURES
@@ -44,11 +46,16 @@ def check_size(state: RoundState) -> None:
 
 def _link_loads(state: RoundState) -> tuple[np.ndarray, np.ndarray]:
     """Per link: available flows crossing it and not-yet-run flows crossing it, each divided
-    by its maximum over the links (1 on the busiest link)."""
+    by its maximum over the links (1 on the busiest link). Both change only when a round runs,
+    so they are computed once per round."""
     e = state.engine
-    avail = e.available.astype(np.float32) @ state.inc_f32
-    remain = (~e.done).astype(np.float32) @ state.inc_f32
-    return avail / max(avail.max(), 1.0), remain / max(remain.max(), 1.0)
+    key = len(e.rounds)  # the cache is emptied when the episode restarts
+    if state.cache.get("loads_key") != key:
+        avail = e.available.astype(np.float32) @ state.inc_f32
+        remain = (~e.done).astype(np.float32) @ state.inc_f32
+        loads = (avail / max(avail.max(), 1.0), remain / max(remain.max(), 1.0))
+        state.cache.update(loads_key=key, loads=loads)
+    return state.cache["loads"]
 
 
 def _progress(state: RoundState) -> list[float]:
@@ -79,6 +86,7 @@ def lower_observation(state: RoundState) -> np.ndarray:
         rows[:k, 6] = conflicts / max(k - 1, 1)
         done = np.bincount(e.flow_tree[e.done], minlength=state.num_trees)
         rows[:k, 7] = done[tree] / state.tree_size[tree]
+        rows[:k, 8] = state.plan[cand]
     glob = np.array(_progress(state), dtype=np.float32)
     return np.concatenate([rows.ravel(), glob])
 

@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from arsched.collective.schedule import Schedule
 from arsched.rl import features as ft
-from arsched.rl.distributions import HrlPolicy
+from arsched.rl.distributions import HrlPolicy, TreeRowsExtractor
 from arsched.rl.state import RoundState, run_episode
 from arsched.topology.core import Topology
 
@@ -26,14 +26,27 @@ def level_spaces(level: str) -> tuple[spaces.Box, spaces.Space]:
     return spaces.Box(0.0, 1.0, (ft.UPPER_DIM,), np.float32), spaces.MultiBinary(ft.MAX_TREES)
 
 
-def policy_kwargs(net_arch: Sequence[int] = NET_ARCH) -> dict:
-    return {"net_arch": list(net_arch)}
+def policy_kwargs(level: str, net_arch: Sequence[int] = NET_ARCH) -> dict:
+    """The lower level: an MLP of `net_arch` over the candidate rows. The upper level: the
+    tree-shared network (an MLP of `net_arch` per tree row, a shared scoring layer; see
+    `arsched.rl.distributions`), so its weights do not depend on the number of trees."""
+    if level == "lower":
+        return {"net_arch": list(net_arch)}
+    return {
+        "net_arch": {"pi": [], "vf": []},
+        "features_extractor_class": TreeRowsExtractor,
+        "features_extractor_kwargs": {
+            "rows": ft.MAX_TREES,
+            "row_features": ft.TREE_FEATURES,
+            "hidden": tuple(net_arch),
+        },
+    }
 
 
 def make_policy(level: str, net_arch: Sequence[int] = NET_ARCH) -> HrlPolicy:
     """An untrained policy network of the level (weights are loaded into it)."""
     obs, act = level_spaces(level)
-    return HrlPolicy(obs, act, lambda _: 0.0, **policy_kwargs(net_arch))
+    return HrlPolicy(obs, act, lambda _: 0.0, **policy_kwargs(level, net_arch))
 
 
 class Actor:

@@ -3,9 +3,14 @@
 A round is built in two stages, as in the paper: the upper level selects a set of flow trees,
 then the lower level picks flows one at a time from the selected trees, each one available and
 sharing no directed link with those already picked, until no such flow is left; the round then
-executes on the `FlowTreeEngine` (merges happen, new flows become available). The candidates
-are kept in the greedy scheduler's priority order (longest remaining critical path first), so
-always picking the first candidate with all trees selected is exactly `greedy-trees`.
+executes on the `FlowTreeEngine` (merges happen, new flows become available). The trees are
+greedy's best shape, and the candidates are kept in greedy's order: first the flows of greedy's
+plan for the rest of the round (`fill_round` over the candidates), then the others, each part
+in `round_order` (the busiest link's flows first, then the longest remaining critical path);
+a pick outside the plan drops the plan's flows it conflicts with (the plan is drawn, with
+greedy's swaps, once per round: redrawing it on every such pick cost more than the rest of
+an environment step). So always picking the first candidate
+with all trees selected is exactly `greedy-trees`.
 Everything per step is numpy over a dense flow × link incidence.
 """
 
@@ -16,9 +21,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.algorithms.common import check_ranks, chunk_multiple
-from arsched.algorithms.greedy import critical_path, priority_rank
+from arsched.algorithms.greedy import (
+    best_engine,
+    critical_path,
+    default_chunks,
+    fill_round,
+    incidence,
+    round_order,
+)
 from arsched.errors import ArschedError
-from arsched.flowtrees import REDUCE, FlowTreeEngine, build_trees
+from arsched.flowtrees import REDUCE, FlowTreeEngine
 from arsched.topology.core import Topology
 
 
@@ -27,15 +39,11 @@ class RoundState:
 
     def __init__(self, engine: FlowTreeEngine) -> None:
         self.engine = e = engine
-        num_links = e.topology.compiled.num_links
         self.num_trees = len(e.trees)
-        self.inc = np.zeros((e.num_flows, num_links), dtype=bool)
-        for f in range(e.num_flows):
-            self.inc[f, e.links_of(f)] = True
-        self.inc_f32 = self.inc.astype(np.float32)
+        self.inc_f32 = incidence(e)
+        self.inc = self.inc_f32.astype(bool)
         self.hops = self.inc.sum(1)
         self.prio = critical_path(e)
-        self.order = priority_rank(e, self.prio)
         self.is_reduce = e.flow_kind == REDUCE
         self.tree_size = np.bincount(e.flow_tree, minlength=self.num_trees)
         self.reset()
@@ -48,6 +56,9 @@ class RoundState:
         self.blocked = np.zeros(self.engine.num_flows, dtype=bool)
         self.picked: list[int] = []
         self.candidates = np.zeros(0, dtype=np.int64)
+        self.order = np.zeros(self.engine.num_flows, dtype=np.int64)
+        self.plan = np.zeros(self.engine.num_flows, dtype=bool)  # greedy's flows for the round
+        self.cache: dict = {}  # per-round values of the features (see arsched.rl.features)
         return self
 
     @classmethod
@@ -59,11 +70,12 @@ class RoundState:
         algorithm: str = "hrl",
         ranks: Sequence[str] | None = None,
     ) -> RoundState:
-        """A fresh episode on the ranks (default: all servers): one flow tree per chunk (default N)."""
+        """A fresh episode on the ranks (default: all servers): one flow tree per chunk (default
+        `default_chunks`), of the shape on which greedy-trees needs the fewest rounds."""
         ranks = check_ranks(topology, ranks, algorithm)
+        chunks = default_chunks(len(ranks)) if chunks is None else chunks
         chunks = chunk_multiple(chunks, len(ranks), algorithm)
-        trees = build_trees(topology, ranks, chunks)
-        return cls(FlowTreeEngine(topology, ranks, nbytes, trees, algorithm))
+        return cls(best_engine(topology, ranks, nbytes, chunks, algorithm=algorithm)[1])
 
     @property
     def finished(self) -> bool:
@@ -99,14 +111,18 @@ class RoundState:
         fallback = not sel.any()
         self.selected = ok if fallback else sel
         self.blocked[:] = False
+        self.order = round_order(self.engine, self.prio)  # this round's greedy order
+        e = self.engine
+        idx = np.flatnonzero(e.available & self.selected[e.flow_tree])
+        self.plan[:] = False
+        self.plan[fill_round(e, idx[np.argsort(self.order[idx], kind="stable")])] = True
         self._refresh()
         return fallback
 
     def _refresh(self) -> None:
         e = self.engine
-        live = e.available & self.selected[e.flow_tree] & ~self.blocked
-        idx = np.flatnonzero(live)
-        self.candidates = idx[np.argsort(self.order[idx], kind="stable")]
+        idx = np.flatnonzero(e.available & self.selected[e.flow_tree] & ~self.blocked)
+        self.candidates = idx[np.lexsort((self.order[idx], ~self.plan[idx]))]
 
     def pick(self, k: int) -> bool:
         """Add candidate number k to the round; when no candidate is left, execute the round and
@@ -114,6 +130,7 @@ class RoundState:
         f = int(self.candidates[k])
         self.picked.append(f)
         self.blocked |= self.inc[:, self.inc[f]].any(1)
+        self.plan &= ~self.blocked  # a pick outside the plan drops the plan's flows it blocks
         self._refresh()
         if len(self.candidates):
             return False
@@ -140,7 +157,7 @@ def all_trees(state: RoundState) -> np.ndarray:
 
 
 def first_candidate(state: RoundState) -> int:
-    """The fixed lower policy of `greedy-trees`: the highest-priority non-conflicting flow."""
+    """The fixed lower policy of `greedy-trees`: the next flow of greedy's plan for the round."""
     return 0
 
 

@@ -201,7 +201,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
             ent_coef=cfg.ent_coef,
             seed=cfg.seed + i,
             device="cpu",
-            policy_kwargs=policy_kwargs(cfg.net_arch),
+            policy_kwargs=policy_kwargs(lv, cfg.net_arch),
             **PPO_SETTINGS[lv],
         )
         for i, lv in enumerate(LEVELS)
