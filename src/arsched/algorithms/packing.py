@@ -10,13 +10,15 @@ fat-tree where lowest-index routing overloads a few uplinks and needs deep chain
     maximise Σ_T x_T   s.t.   Σ_T x_T·use_T(e) ≤ cap(e) for every link e
 
 (M bytes then take M / Σ x_T) is solved by column generation with HiGHS (highspy, primal
-simplex warm-started as columns arrive). It starts from a star at every rank; if those are not
-optimal, multiplicative weights (Garg & Könemann: thousands of minimum-spanning-tree calls under
-exponential link prices) supply a near-optimal set of trees at once, which column generation
-alone reaches slowly on large networks. Then the link duals price the rank pairs and oracles
-propose trees: the minimum spanning tree under those prices (the exact pricing problem) with
-jittered variants, and depth-limited Prim trees (stars for depth 1) from the cheapest centres.
-It stops once the rate is within `TOLERANCE` of the cut bound's, which no packing can beat.
+simplex warm-started as columns arrive). It starts from depth-limited Prim trees (stars for
+depth 1) grown from every rank under hop counts. Each round, the link duals price the rank pairs
+and oracles propose trees: the minimum spanning tree under those prices (the exact pricing
+problem) with jittered variants, and Prim trees from the cheapest centres. If that has not
+converged after `MWU_AFTER` rounds (large networks, where it stalls), multiplicative weights
+(Garg & Könemann: thousands of minimum-spanning-tree calls under exponential link prices) supply
+a near-optimal set of trees at once; run from the start, they pre-empt the shallow trees the
+Prim oracles find on small networks. It stops once the rate is within `TOLERANCE` of the cut
+bound's, which no packing can beat.
 
 Many packings reach the optimum and they differ in depth, which pipelining pays for, so a
 second LP gives up `DEPTH_SLACK` of the rate to minimise Σ x_T·(2h_T − 1)² (the squared
@@ -248,8 +250,8 @@ def multiplicative_weights(
     """Trees of a near-optimal packing by multiplicative weights (Garg & Könemann): route a
     bottleneck's worth of rate on the minimum spanning tree under link prices, raise the price
     of every link it uses by a factor of up to 1 + eps, until the prices sum to one. Thousands of
-    fast MST calls instead of LP solves: on BCube(4,2) its trees, rescaled to the busiest link,
-    are within 2 % of the optimum in under a second, where column generation stalls at 80 %."""
+    fast MST calls instead of LP solves, for networks where column generation stalls (BCube(4,2)
+    and DCell(3,2) in docs/results.md, "Tree packing at scale")."""
     by_link = sub.T.tocsr()
     m = len(caps)
     delta = (1 + eps) * ((1 + eps) * m) ** (-1 / eps)
@@ -303,8 +305,8 @@ def pack(
         heights.append(height)
         return True
 
-    def shallow_pool(price: np.ndarray, depths: Sequence[int] = DEPTHS) -> None:
-        for tree, height in oracles.prims(price, np.arange(n), depths):
+    def shallow_pool(price: np.ndarray) -> None:
+        for tree, height in oracles.prims(price, np.arange(n)):
             add(tree, height)
 
     hops = np.asarray(usage.sum(axis=1)).ravel().astype(np.float64)
