@@ -23,12 +23,12 @@ from arsched.topology import parse_spec
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _table import markdown, publish
 
-CASES = [  # (spec, parallel pipelines: fewer than the default 32 on the large networks, whose
-    # schedules would otherwise have 0.2-0.6 million transfers that the event simulation of
-    # contended links takes tens of minutes on)
-    ("jellyfish:switches=16,ports=5,net_ports=3,seed=2", 32),
+CASES = [  # (spec, parallel pipelines: None for the default choice; fewer than the default 32
+    # on the deep networks, whose schedules would otherwise have 0.2-0.6 million transfers that
+    # the event simulation of contended links takes tens of minutes on)
+    ("jellyfish:switches=16,ports=5,net_ports=3,seed=2", None),
     ("bcube:n=4,k=2", 8),
-    ("fattree:k=8", 8),
+    ("fattree:k=8", None),
     ("dcell:n=3,k=2", 4),
 ]
 SIZE = 256e6
@@ -49,7 +49,9 @@ def main() -> None:
         whole = time.perf_counter() - start
         gap = simulate_flow(schedule, fifo=True).gap
         row = [topo.name, len(ranks), p.iterations, f"{share:.4f}", f"{took:.2f}", f"{whole:.2f}"]
-        rows.append([*row, schedule.meta["max_height"], units, len(schedule), f"{gap:.3f}"])
+        params = schedule.meta["params"]
+        pipeline = f"{params['units']} × {params['stages']}"
+        rows.append([*row, schedule.meta["max_height"], pipeline, len(schedule), f"{gap:.3f}"])
         print(rows[-1], flush=True)
     publish(
         "Tree packing at scale",
@@ -57,12 +59,13 @@ def main() -> None:
         "0.998), its column generation rounds and the wall time of `pack` on this machine "
         "(the cut bound included); the whole synthesis of the 256 MB schedule from a fresh "
         "topology (TACOS's 1.08 s for 128 devices is the anchor); the tallest tree used, the "
-        "pipelines (`units`), the schedule's transfers and its gap to the bound at 256 MB in the "
-        "flow model with in-order connections (α = 5 µs). The large networks run with fewer pipelines "
-        "than the default 32 to keep the simulation short, and their gaps mostly measure that: "
-        "the trees' shares are rounded to 1/(units·stages) (fattree(8)'s 127 stars share about "
-        "8·76 chunks); BCube(4,2) with 32 pipelines measured 1.207 (177,408 transfers, ten "
-        "minutes of simulation). Produced by `benchmarks/bench_packing_scale.py`.",
+        "pipeline (units × stages: the default choice where units is not forced), the schedule's "
+        "transfers and its gap to the bound at 256 MB in the flow model with in-order connections "
+        "(α = 5 µs). On fattree(8) the default sends its 127 stars unpipelined (one chunk each, "
+        "two steps). BCube(4,2) and DCell(3,2) run with fewer pipelines than the default 32 to "
+        "keep the simulation short, and their gaps mostly measure that: the trees' shares are "
+        "rounded to 1/(units·stages); BCube(4,2) with 32 pipelines measured 1.207 (177,408 "
+        "transfers, ten minutes of simulation). Produced by `benchmarks/bench_packing_scale.py`.",
         markdown(
             [
                 "topology",
@@ -72,7 +75,7 @@ def main() -> None:
                 "pack (s)",
                 "synthesis (s)",
                 "tallest tree",
-                "units",
+                "pipeline",
                 "transfers",
                 "gap 256 MB, in order",
             ],

@@ -49,6 +49,19 @@ def tree_heights(parent: np.ndarray) -> np.ndarray:
     return height
 
 
+def edge_steps(parent: np.ndarray, height: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(children, reduce step, copy step) of a tree's edges relative to a chunk's entry: a child
+    of height h adds into its parent at step h; a child at depth d gets the result at step H + d,
+    H the root's height."""
+    root = int(np.flatnonzero(parent < 0)[0])
+    depth = np.zeros(len(parent), dtype=np.int64)
+    for v in np.argsort(-height, kind="stable"):  # parents (taller) before children
+        if parent[v] >= 0:
+            depth[v] = depth[parent[v]] + 1
+    kids = np.flatnonzero(parent >= 0)
+    return kids, height[kids], int(height[root]) + depth[kids]
+
+
 def add_tree(
     b: ScheduleBuilder,
     members: np.ndarray,
@@ -59,15 +72,10 @@ def add_tree(
     path_ids: np.ndarray | None = None,
 ) -> None:
     """Pipelined reduce up and broadcast down one tree (positions index `members`); chunk k
-    enters the pipeline at step offsets[k] (default k: one chunk per step). Transfers take
-    the default routes, or `path_ids[src rank, dst rank]` (ids interned in `b`)."""
-    root = int(np.flatnonzero(parent < 0)[0])
-    depth = np.zeros(len(parent), dtype=np.int64)
-    for v in np.argsort(-height, kind="stable"):  # parents (taller) before children
-        if parent[v] >= 0:
-            depth[v] = depth[parent[v]] + 1
-    top = int(height[root])
-    kids = np.flatnonzero(parent >= 0)
+    enters the pipeline at step offsets[k] (default k: one chunk per step), each edge at its
+    `edge_steps`. Transfers take the default routes, or `path_ids[src rank, dst rank]` (ids
+    interned in `b`)."""
+    kids, up_step, down_step = edge_steps(parent, height)
     chunks = np.asarray(tree_chunks)
     starts = np.arange(len(chunks)) if offsets is None else np.asarray(offsets)
 
@@ -78,12 +86,12 @@ def add_tree(
         pids = None if path_ids is None else np.tile(path_ids[src, dst], reps)
         b.add_rank_arrays(step, np.repeat(chunks, k), np.tile(src, reps), np.tile(dst, reps), op, pids)
 
-    for h in np.unique(height[kids]):
-        up = kids[height[kids] == h]
+    for h in np.unique(up_step):
+        up = kids[up_step == h]
         add(up, int(h), members[up], members[parent[up]], "reduce")
-    for d in np.unique(depth[kids]):
-        down = kids[depth[kids] == d]
-        add(down, top + int(d), members[parent[down]], members[down], "copy")
+    for d in np.unique(down_step):
+        down = kids[down_step == d]
+        add(down, int(d), members[parent[down]], members[down], "copy")
 
 
 @register("dbtree", "NCCL's double binary tree: two mirrored pipelined trees, half the data each")

@@ -30,7 +30,10 @@ proportion to their rates (largest remainder), and every tree's chunks are sprea
 `stages` pipeline steps, about `units`·x_T/X of them entering at each: every step, the trees'
 concurrent flows on a link stand in the LP's proportions, so max-min sharing gives each tree
 its LP rate. More stages shorten fill and drain, fewer pay the per-step overhead (α plus the
-path latency) less often (see `default_stages`).
+path latency) less often (see `default_stages`). By default `choose_pipeline` also weighs no
+pipeline at all, one or two steps per level with a chunk or more for every tree, by the time
+the steps would take with barriers (`step_time`): stars on a fat-tree load every link alike
+in each step, so pipelining them only adds steps.
 
 Pipelining needs connections that carry their steps in order, as a runtime's channels do:
 simulate with `simulate_flow(..., fifo=True)`. Sent all at once (the default flow model),
@@ -52,7 +55,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from arsched.algorithms.common import check_ranks, check_size
-from arsched.algorithms.dbtree import add_tree, tree_heights
+from arsched.algorithms.dbtree import add_tree, edge_steps, tree_heights
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
@@ -346,19 +349,49 @@ def pack(
     )
 
 
-def _spread_paths(b: ScheduleBuilder, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Path ids, interned in `b`, of the spread routes between rank indices src[i] → dst[i], as
-    a (ranks × ranks) matrix (-1 for other pairs)."""
-    c = b.topology.compiled
-    nodes = np.array([c.index[r] for r in b.ranks])
+@dataclass(frozen=True)
+class _Routes:
+    """Spread routes of distinct directed rank pairs: pair i is `src[i]` → `dst[i]` (rank
+    indices) over links `links[ptr[i]:ptr[i + 1]]`."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    ptr: np.ndarray
+    links: np.ndarray
+
+    def index(self, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+        """Positions of the pairs src[j] → dst[j] among the routed pairs."""
+        return np.searchsorted(self.src * n + self.dst, src * n + dst)
+
+
+def _route(topology: Topology, ranks: tuple[str, ...], src: np.ndarray, dst: np.ndarray) -> _Routes:
+    """The spread routes (`Router.link_paths(spread=True)`) of the distinct pairs src[i] → dst[i]."""
+    c = topology.compiled
+    nodes = np.array([c.index[r] for r in ranks])
     n = len(nodes)
     src, dst = np.divmod(np.unique(src * n + dst), n)
-    ptr, links = b.topology.router.link_paths(nodes[src], nodes[dst], spread=True)
+    ptr, links = topology.router.link_paths(nodes[src], nodes[dst], spread=True)
+    return _Routes(src, dst, ptr, links)
+
+
+def _intern(b: ScheduleBuilder, routes: _Routes, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Path ids, interned in `b`, of the routed pairs src[j] → dst[j] as a (ranks × ranks)
+    matrix (-1 for other pairs)."""
+    c = b.topology.compiled
+    n = len(b.ranks)
     ids = np.full((n, n), -1, dtype=np.int64)
-    hop_nodes = [c.node_ids[x] for x in c.link_dst[links].tolist()]
-    for a, z, lo, hi in zip(src.tolist(), dst.tolist(), ptr[:-1].tolist(), ptr[1:].tolist(), strict=True):
-        ids[a, z] = b.intern_path((b.ranks[a], *hop_nodes[lo:hi]))
+    for q in np.unique(routes.index(src, dst, n)).tolist():
+        hops = c.link_dst[routes.links[routes.ptr[q] : routes.ptr[q + 1]]].tolist()
+        a = int(routes.src[q])
+        ids[a, routes.dst[q]] = b.intern_path((b.ranks[a], *(c.node_ids[x] for x in hops)))
     return ids
+
+
+def _tree_edges(parents: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Both directions of every edge of these trees: (sources, destinations)."""
+    kids = np.concatenate([np.flatnonzero(p >= 0) for p in parents])
+    ups = np.concatenate([p[p >= 0] for p in parents])
+    return np.concatenate([kids, ups]), np.concatenate([ups, kids])
 
 
 def deal(weights: np.ndarray, chunks: int) -> np.ndarray:
@@ -369,13 +402,80 @@ def deal(weights: np.ndarray, chunks: int) -> np.ndarray:
     return count
 
 
+def _overhead(topology: Topology, alpha: float) -> float:
+    """What every pipeline step costs a connection besides its bytes: α plus a path latency."""
+    return alpha + float(topology.compiled.latency.max()) * 2
+
+
 def default_stages(packing: Packing, topology: Topology, nbytes: float, alpha: float) -> int:
     """The pipeline length S = √(T / (α + latency)), T the LP's time for the size: every step
     costs each connection α plus the path latency, and the fill and drain cost a few steps'
     time. Measured on the comparison networks (docs/results.md), this S sits in the flat part
     of the curve between the two."""
-    lat = alpha + float(topology.compiled.latency.max()) * 2
-    return int(np.clip(round(np.sqrt(nbytes / packing.rate / lat)), 1, MAX_STAGES))
+    steps = np.sqrt(nbytes / packing.rate / _overhead(topology, alpha))
+    return int(np.clip(round(steps), 1, MAX_STAGES))
+
+
+def step_time(
+    packing: Packing,
+    routes: _Routes,
+    capacity: np.ndarray,
+    units: int,
+    stages: int,
+    nbytes: float,
+    overhead: float,
+) -> float:
+    """The schedule's time if every step waited for the previous one (barriers): the sum over
+    steps of the most loaded link's bytes / capacity, plus `overhead` per step. Without
+    barriers connections run ahead, so this overstates pipelines, but it is exact for a
+    packing whose unpipelined steps load every link alike (stars on a fat-tree), which it
+    tells from one that needs pipelining, at the cost of two sparse products."""
+    n = len(packing.parents[0])
+    count = deal(packing.weights, units * stages)
+    trees = np.flatnonzero(count)
+    # rows: (tree, step after its chunk's entry), each with the routed pairs it sends on
+    rows, pairs, spans = [], [], []
+    for i in trees.tolist():
+        parent = packing.parents[i]
+        kids, up, down = edge_steps(parent, tree_heights(parent))
+        base = sum(spans)
+        rows += [base + up, base + down]
+        pairs += [routes.index(kids, parent[kids], n), routes.index(parent[kids], kids, n)]
+        spans.append(int(down.max()) + 1)
+    span = np.asarray(spans)
+    num_rows = int(span.sum())
+    per_pair = np.repeat(np.arange(len(routes.src)), np.diff(routes.ptr))
+    pair_links = sp.csr_array(
+        (np.ones(len(per_pair)), (per_pair, routes.links)), shape=(len(routes.src), len(capacity))
+    )
+    rows_, pairs_ = np.concatenate(rows), np.concatenate(pairs)
+    sends = sp.csr_array((np.ones(len(rows_)), (rows_, pairs_)), shape=(num_rows, len(routes.src)))
+    usage = sends @ pair_links
+    # bytes entering every tree at each step, shifted to each of its rows' steps
+    level = np.arange(num_rows) - np.repeat(np.cumsum(span) - span, span)
+    entering = np.stack([np.bincount(np.arange(c) * stages // c, minlength=stages) for c in count[trees]])
+    step = (level[:, None] + np.arange(stages)[None, :]).ravel()
+    weight = np.repeat(entering, span, axis=0).ravel() * (nbytes / (units * stages))
+    col = np.repeat(np.arange(num_rows), stages)
+    inflow = sp.csr_array((weight, (step, col)), shape=(stages + int(span.max()), num_rows))
+    load = (inflow @ usage).toarray()
+    busy = load.max(axis=1) > 0
+    return float((load / capacity).max(axis=1).sum() + busy.sum() * overhead)
+
+
+def choose_pipeline(
+    packing: Packing, routes: _Routes, topology: Topology, nbytes: float, alpha: float
+) -> tuple[int, int]:
+    """(units, stages) for a packing: the pipeline of `default_stages` over `UNITS` units, or
+    no pipeline (one or two steps, a chunk or more for every tree), whichever `step_time`
+    finds faster. Pipelining pays for fill and drain; a packing whose every step keeps the
+    links equally busy (stars on a fat-tree or a small Jellyfish) does not need it."""
+    overhead = _overhead(topology, alpha)
+    wide = max(UNITS, len(packing.weights))
+    options = [(UNITS, default_stages(packing, topology, nbytes, alpha)), (wide, 1), (wide, 2)]
+    cap = topology.compiled.capacity
+    times = [step_time(packing, routes, cap, u, s, nbytes, overhead) for u, s in options]
+    return options[int(np.argmin(times))]
 
 
 def _positive(value: object, name: str) -> int:
@@ -396,8 +496,9 @@ def tree_packing(
     seed: int = 0,
 ) -> Schedule:
     """Tree packing: `units` parallel pipelines (default `UNITS`) of `stages` steps (default
-    `default_stages`, tuned for a per-transfer overhead `alpha`), over trees from at most
-    `iterations` rounds of column generation; `seed` for the jittered tree prices."""
+    `default_stages`, tuned for a per-transfer overhead `alpha`; with neither given,
+    `choose_pipeline` picks both, perhaps no pipeline), over trees from at most `iterations`
+    rounds of column generation; `seed` for the jittered tree prices."""
     rs = check_ranks(topology, ranks, "tree-packing")
     nbytes = check_size(nbytes, "tree-packing")
     n = len(rs)
@@ -406,7 +507,10 @@ def tree_packing(
     if not (float(alpha) >= 0 and np.isfinite(alpha)):
         raise ArschedError(f"tree-packing: alpha must be a non-negative number of seconds, got {alpha!r}")
     packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
-    if stages is None:
+    routes = _route(topology, rs, *_tree_edges(packing.parents))
+    if units is None and stages is None:
+        units, stages = choose_pipeline(packing, routes, topology, nbytes, alpha)
+    elif stages is None:
         stages = default_stages(packing, topology, nbytes, alpha)
     stages = _positive(stages, "stages")
     units = _positive(UNITS if units is None else units, "units")
@@ -427,15 +531,13 @@ def tree_packing(
         },
     )
     used = [p for p, c in zip(packing.parents, count.tolist(), strict=True) if c]
-    kids = np.concatenate([np.flatnonzero(p >= 0) for p in used])
-    ups = np.concatenate([p[p >= 0] for p in used])
-    routes = _spread_paths(b, np.concatenate([kids, ups]), np.concatenate([ups, kids]))
+    paths = _intern(b, routes, *_tree_edges(used))
     members = np.arange(n)
     first = 0
     for parent, c in zip(packing.parents, count.tolist(), strict=True):
         if c:  # c chunks spread evenly over the steps: about c / stages enter at each
             chunks = np.arange(first, first + c)
             offsets = np.arange(c) * stages // c
-            add_tree(b, members, parent, tree_heights(parent), chunks, offsets, routes)
+            add_tree(b, members, parent, tree_heights(parent), chunks, offsets, paths)
             first += c
     return b.build()
