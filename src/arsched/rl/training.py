@@ -52,6 +52,7 @@ PPO_SETTINGS = {
     "lower": {"n_steps": 512, "batch_size": 128},
     "upper": {"n_steps": 128, "batch_size": 64},
 }
+MODE_LOGP = math.log(0.55)  # above this, a demonstrated action (every bit of a tree choice) is the mode
 LOG_FIELDS = ["phase", "level", "timesteps", "wall_s", "score", "rounds", "greedy_rounds", "accepted"]
 
 
@@ -142,26 +143,32 @@ def best_sampled_episodes(
 
 def imitate(policy, data: tuple[np.ndarray, ...], seed: int, iters: int = 1000, batch: int = 512) -> float:
     """Maximum-likelihood fit of a policy to demonstrations (its own Adam, so PPO's optimiser
-    state is untouched), until the mean log-likelihood of the demonstrated actions exceeds
-    −0.01 or `iters` steps; returns that mean log-likelihood."""
+    state is untouched), until every demonstrated action is the policy's mode (each has
+    probability above 1/2, checked on all of them every 25 steps: then the deterministic policy
+    replays the demonstration exactly, where a good mean likelihood still lets one decision of
+    thousands go astray) or `iters` steps; returns the smallest log-likelihood of a
+    demonstrated action."""
     if not data or not len(data[0]):  # no decision to learn from (every choice was forced)
         return 0.0
     obs, masks, actions = (torch.as_tensor(x) for x in data)
     gen = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
     policy.set_training_mode(True)
-    fit = -np.inf
-    for it in range(iters):
+    worst = -np.inf
+    for it in range(iters + 1):
+        if it % 25 == 0 or it == iters:
+            with torch.no_grad():
+                _, logp, _ = policy.evaluate_actions(obs, actions, action_masks=masks.numpy())
+            worst = float(logp.min())
+            if worst > MODE_LOGP or it == iters:
+                break
         idx = torch.randint(len(obs), (min(batch, len(obs)),), generator=gen)
         _, logp, _ = policy.evaluate_actions(obs[idx], actions[idx], action_masks=masks[idx].numpy())
-        fit = float(logp.detach().mean())
-        if it % 25 == 0 and fit > -0.01:
-            break
         optimizer.zero_grad()
         (-logp.mean()).backward()
         optimizer.step()
     policy.set_training_mode(False)
-    return fit
+    return worst
 
 
 class _Progress(BaseCallback):
