@@ -106,7 +106,8 @@ def test_self_imitation_makes_the_best_sampled_episode_deterministic():
     states = [RoundState.create(parse_spec("dcell:n=2,k=1"))]
     torch.manual_seed(0)
     policies = {lv: make_policy(lv) for lv in LEVELS}
-    demos, best = best_sampled_episodes(policies, states, 4, seed=0)
+    demos, best = best_sampled_episodes(policies, states, 4, seed=0, explore=0.1)
+    assert best < evaluate(policies, states)  # exploration found a shorter episode to replay
     for i, lv in enumerate(LEVELS):
         assert imitate(policies[lv], demos[lv], i, iters=3000) > MODE_LOGP
     assert evaluate(policies, states) == best
