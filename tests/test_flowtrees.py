@@ -143,3 +143,40 @@ def test_greedy_trees_come_within_15_percent_of_the_round_model_bound(spec):
     s = build("greedy-trees", parse_spec(spec), None, 256e6)
     assert validate(s).ok
     assert simulate_rounds(s).gap <= 1.15
+
+
+ONE_PORT = [f"jellyfish:switches={s},ports=4,net_ports=3,seed=1" for s in (8, 16)]
+
+
+@pytest.mark.parametrize("spec", ONE_PORT)
+def test_greedy_trees_tie_the_ring_where_it_is_at_the_bound(spec):
+    """On one-port networks a ring is bandwidth-optimal; greedy's default must not lose to it
+    (it tries one chunk per rank beside the default count), in time and in rounds. hrl's
+    episodes start from the same plan (its greedy policies reproduce greedy-trees)."""
+    from arsched.rl.state import RoundState, all_trees, first_candidate, run_episode
+
+    topo = parse_spec(spec)
+    ring = simulate_rounds(build("ring", topo, None, 256e6))
+    s = build("greedy-trees", topo, None, 256e6)
+    assert validate(s).ok and numeric_check(s).ok
+    greedy = simulate_rounds(s)
+    assert greedy.time_s <= ring.time_s * (1 + 1e-12) and greedy.rounds <= ring.rounds
+    state = run_episode(RoundState.create(topo, nbytes=256e6), all_trees, first_candidate)
+    assert state.rounds == greedy.rounds and len(state.engine.trees) == s.meta["chunks"]
+
+
+@pytest.mark.parametrize("spec", ["dcell:n=3,k=1", "jellyfish:switches=8,ports=4,net_ports=3,seed=1"])
+def test_greedy_keeps_the_fastest_chunk_count(spec):
+    """The default plan is no slower in the round model than greedy at either candidate chunk
+    count given explicitly."""
+    from arsched.algorithms.greedy import default_chunks
+
+    topo = parse_spec(spec)
+    n = len(topo.servers)
+    chosen = build("greedy-trees", topo, None, 64e6)
+    assert validate(chosen).ok and chosen.meta["chunks"] in (n, default_chunks(n))
+    best = simulate_rounds(chosen)
+    for chunks in (n, default_chunks(n)):
+        s = build("greedy-trees", topo, None, 64e6, chunks=chunks)
+        assert validate(s).ok
+        assert best.time_s <= simulate_rounds(s).time_s * (1 + 1e-12)

@@ -18,7 +18,7 @@ def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
     meta = json.loads((ck / "meta.json").read_text())
     assert meta["command"] == (
         f"arsched train -t dcell:n=2,k=1 --steps 200 --seed 0 --phases 1 --upper-share 0.25 "
-        f"--self-imitation 1 --net-arch 64,64 --out {ck}"
+        f"--self-imitation 1 --explore 0.05 --net-arch 64,64 --out {ck}"
     )
     sched = tmp_path / "s.json"
     code, out, _ = run(
@@ -41,6 +41,7 @@ def test_bad_input_is_one_sentence(capsys, tmp_path):
     for argv in (
         ["train", "-t", "bcube:n=2,k=2", "--steps", "0", "-o", str(tmp_path / "x")],
         ["train", "-t", "bcube:n=2,k=2", "--net-arch", "a,b", "-o", str(tmp_path / "x")],
+        ["train", "-t", "bcube:n=2,k=2", "--explore", "0", "-o", str(tmp_path / "x")],
         ["train", "-t", "bcube:n=2,k=2", "-o", str(tmp_path / "missing" / "x")],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--checkpoint", str(tmp_path), "-o", s],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,9 +13,9 @@ from arsched.collective import validate
 from arsched.errors import ArschedError
 from arsched.rl import checkpoint
 from arsched.rl import features as ft
-from arsched.rl.policy import LEVELS, make_policy, schedule_with
+from arsched.rl.policy import LEVELS, Actor, make_policy, schedule_with
 from arsched.rl.state import RoundState, all_trees, first_candidate, run_episode
-from arsched.rl.training import TrainConfig, best_sampled_episodes, evaluate, imitate, train
+from arsched.rl.training import MODE_LOGP, TrainConfig, best_sampled_episodes, evaluate, imitate, train
 from arsched.topology import parse_spec
 
 TRAIN = ["bcube:n=2,k=2", "dcell:n=2,k=1"]
@@ -105,10 +106,32 @@ def test_self_imitation_makes_the_best_sampled_episode_deterministic():
     states = [RoundState.create(parse_spec("dcell:n=2,k=1"))]
     torch.manual_seed(0)
     policies = {lv: make_policy(lv) for lv in LEVELS}
-    demos, best = best_sampled_episodes(policies, states, 4, seed=0)
+    demos, best = best_sampled_episodes(policies, states, 4, seed=0, explore=0.1)
+    assert best < evaluate(policies, states)  # exploration found a shorter episode to replay
     for i, lv in enumerate(LEVELS):
-        assert imitate(policies[lv], demos[lv], i, iters=3000) > -0.01
+        assert imitate(policies[lv], demos[lv], i, iters=3000) > MODE_LOGP
     assert evaluate(policies, states) == best
+
+
+def test_explored_episodes_depart_from_the_mode_at_some_flow_picks_only():
+    """`explore` samples a share of the lower level's decisions; the upper level stays the mode."""
+    state = RoundState.create(parse_spec("bcube:n=3,k=1"))
+    torch.manual_seed(0)
+    policies = {lv: make_policy(lv) for lv in LEVELS}
+    for explore in (0.0, 0.3):
+        rec = {lv: [] for lv in LEVELS}
+        actors = [Actor(policies[lv], lv, explore * (lv == "lower"), rec[lv]) for lv in ("upper", "lower")]
+        run_episode(state.reset(), *actors)
+        assert validate(state.engine.schedule()).ok
+        for lv in LEVELS:
+            obs, masks, actions = (torch.as_tensor(np.array(col)) for col in zip(*rec[lv], strict=True))
+            with torch.no_grad():
+                mode = policies[lv].get_distribution(obs, action_masks=masks.numpy()).mode()
+            departed = (mode != actions).reshape(len(actions), -1).any(1).float().mean()
+            if lv == "upper" or explore == 0.0:
+                assert departed == 0.0
+            else:
+                assert 0.0 < departed < 0.5
 
 
 def test_the_upper_network_scores_every_tree_with_the_same_weights():

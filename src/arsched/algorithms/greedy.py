@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -170,39 +171,57 @@ def candidate_engines(
     }
 
 
-_BEST_SHAPE: weakref.WeakKeyDictionary[Topology, dict] = weakref.WeakKeyDictionary()
+def candidate_chunks(num_ranks: int, chunks: int | None) -> tuple[int, ...]:
+    """The chunk counts greedy tries: `chunks` if given; else `default_chunks`, then one chunk
+    per rank (fewer, longer rounds: where the ring is at the bound, as on one-port networks,
+    more chunks move the same bytes in more rounds and pay each round's latency more often)."""
+    if chunks is not None:
+        return (chunks,)
+    return tuple(dict.fromkeys((default_chunks(num_ranks), num_ranks)))
+
+
+def plan_key(rounds: int, chunks: int) -> tuple[Fraction, int]:
+    """How greedy ranks a finished plan: first its time in the round model on equal links,
+    rounds / chunks (a round moves one chunk per link), then its rounds (each round pays the
+    links' latency once). It does not depend on the size."""
+    return Fraction(rounds, chunks), rounds
+
+
+_BEST_PLAN: weakref.WeakKeyDictionary[Topology, dict] = weakref.WeakKeyDictionary()
 
 
 def best_engine(
     topology: Topology,
     ranks: tuple[str, ...],
     nbytes: float,
-    chunks: int,
+    chunks: int | None = None,
     fanout: int | None = None,
     algorithm: str = "greedy-trees",
 ) -> tuple[str, FlowTreeEngine]:
-    """The tree shape on which greedy needs the fewest rounds (first in `SHAPES` at ties) and
-    its engine, at the start. A shape whose busiest link carries at least as many flows as the
-    best rounds so far (a lower bound on its own rounds) is not run. The choice does not depend
-    on the size and is cached per topology, ranks, chunks and fanout (the RL environments and
-    training ask for it many times)."""
-    known = _BEST_SHAPE.setdefault(topology, {})
+    """The chunk count (of `candidate_chunks`) and tree shape on which greedy's schedule is
+    fastest (`plan_key`: least time, then fewest rounds; the first candidate at ties) and its
+    engine, at the start. A candidate whose busiest link carries so many flows that it cannot
+    beat the best so far (the load is a lower bound on its rounds) is not run. The choice does
+    not depend on the size and is cached per topology, ranks, chunks and fanout (the RL
+    environments and training ask for it many times)."""
+    known = _BEST_PLAN.setdefault(topology, {})
     key = (ranks, chunks, fanout)
-    engines = candidate_engines(topology, ranks, nbytes, chunks, fanout, algorithm, known.get(key))
-    if key not in known:
-        best = None
-        num_links = topology.compiled.num_links
-        for shape, engine in engines.items():
+    if key in known:
+        count, shape = known[key]
+        return shape, candidate_engines(topology, ranks, nbytes, count, fanout, algorithm, shape)[shape]
+    best = None
+    num_links = topology.compiled.num_links
+    for count in candidate_chunks(len(ranks), chunks):
+        for shape, engine in candidate_engines(topology, ranks, nbytes, count, fanout, algorithm).items():
             load = np.bincount(engine.link_matrix.ravel(), minlength=num_links + 1)[:num_links].max()
-            if best is not None and load >= best[1]:
+            if best is not None and plan_key(int(load), count) >= best[0]:
                 continue
             run_greedy(engine)
-            if best is None or len(engine.rounds) < best[1]:
-                best = (shape, len(engine.rounds))
-        known[key] = best[0]
-    engine = engines[known[key]]
-    engine.reset()
-    return known[key], engine
+            if best is None or plan_key(len(engine.rounds), count) < best[0]:
+                best = (plan_key(len(engine.rounds), count), count, shape, engine)
+    known[key] = best[1:3]
+    best[3].reset()
+    return best[2], best[3]
 
 
 @register("greedy-trees", "flow trees per chunk, rounds of non-conflicting flows, critical path first")
@@ -214,11 +233,13 @@ def greedy_trees(
     fanout: int | None = None,
 ) -> Schedule:
     """Greedy flow-tree scheduling (the RL pipeline with heuristic policies); minimises rounds
-    greedily, one tree per chunk (default `default_chunks`), roots spread over the ranks, the
-    best of the tree shapes."""
+    greedily, one tree per chunk, roots spread over the ranks, the best of the tree shapes and,
+    unless `chunks` is given, of the chunk counts `candidate_chunks`."""
     rs = check_ranks(topology, ranks, "greedy-trees")
     nbytes = check_size(nbytes, "greedy-trees")
-    chunks = chunk_multiple(default_chunks(len(rs)) if chunks is None else chunks, len(rs), "greedy-trees")
+    if chunks is not None:
+        chunks = chunk_multiple(chunks, len(rs), "greedy-trees")
     shape, engine = best_engine(topology, rs, nbytes, chunks, fanout)
     run_greedy(engine)
-    return engine.schedule({"params": {"chunks": chunks, "fanout": fanout}, "trees": shape})
+    chosen = len(engine.trees)
+    return engine.schedule({"params": {"chunks": chunks, "fanout": fanout}, "chunks": chosen, "trees": shape})

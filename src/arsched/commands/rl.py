@@ -51,7 +51,15 @@ def train(
             help="After each PPO phase, sample K episodes and fit both networks to the best (0: off)."
         ),
     ] = 16,
-    chunks: Annotated[int | None, typer.Option(help="Chunks = flow trees (default: one per rank).")] = None,
+    explore: Annotated[
+        float,
+        typer.Option(
+            help="In those K episodes, the chance that a flow pick is sampled instead of the policy's best."
+        ),
+    ] = 0.05,
+    chunks: Annotated[
+        int | None, typer.Option(help="Chunks = flow trees (default: the count greedy-trees picks).")
+    ] = None,
     net_arch: Annotated[str, typer.Option(help="Hidden layer widths of both networks.")] = "64,64",
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the checkpoint in --out after its last phase.")
@@ -62,10 +70,10 @@ def train(
 
     The upper level selects flow trees each round, the lower level picks the round's flows one
     at a time; the reward is −1 per round. Both networks first imitate greedy-trees; after
-    each PPO phase they are fitted to the best of K sampled episodes (self-imitation); a phase
-    that adds rounds on the training topologies is rolled back. Every phase ends with an
-    atomic checkpoint in --out (weights, optimiser states, meta.json) and a line of
-    --out/log.csv. Then:
+    each PPO phase they are fitted to the best of K episodes that depart from the policy at a
+    few sampled flow picks (self-imitation, `--explore`); a phase that adds rounds on the
+    training topologies is rolled back. Every phase ends with an atomic checkpoint in --out
+    (weights, optimiser states, meta.json) and a line of --out/log.csv. Then:
     `arsched schedule -t SPEC -a hrl --checkpoint OUT -o s.json`.
     """
     try:
@@ -75,11 +83,13 @@ def train(
         raise ArschedError(f"arsched train needs the rl extra (pip install 'arsched[rl]'): {e}") from None
     if steps <= 0 or phases <= 0 or self_imitation < 0:
         raise ArschedError("--steps and --phases must be positive, --self-imitation not negative")
+    if not 0.0 < explore <= 1.0:
+        raise ArschedError(f"--explore must be a probability in (0, 1], got {explore}")
     if not out_dir.parent.exists():
         raise ArschedError(f"cannot write {out_dir}: folder {out_dir.parent} does not exist")
     command = ["arsched", "train", *(x for t in topologies for x in ("-t", t)), "--steps", str(steps)]
     command += ["--seed", str(seed), "--phases", str(phases), "--upper-share", str(upper_share)]
-    command += ["--self-imitation", str(self_imitation)]
+    command += ["--self-imitation", str(self_imitation), "--explore", str(explore)]
     command += ["--net-arch", net_arch, *(["--chunks", str(chunks)] if chunks else [])]
     command += [*([] if warm_start else ["--no-warm-start"]), "--out", str(out_dir)]
     cfg = TrainConfig(
@@ -91,6 +101,7 @@ def train(
         upper_share=upper_share,
         warm_start=warm_start,
         self_imitation=self_imitation,
+        explore=explore,
         chunks=chunks,
         net_arch=_net_arch(net_arch),
         resume=resume,

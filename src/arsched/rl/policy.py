@@ -51,13 +51,15 @@ def make_policy(level: str, net_arch: Sequence[int] = NET_ARCH) -> HrlPolicy:
 
 class Actor:
     """A policy as a function of the round state: `upper(state) -> bool per tree` or
-    `lower(state) -> candidate index`; deterministic (the mode) unless `sample`. With a
-    `record` list, every network decision is appended to it as (observation, mask, action)."""
+    `lower(state) -> candidate index`; deterministic (the mode) unless `sample`, which is the
+    probability that a decision is sampled from the policy instead (True: every decision;
+    torch's generator draws). With a `record` list, every network decision is appended to it
+    as (observation, mask, action)."""
 
     def __init__(
-        self, policy: HrlPolicy, level: str, sample: bool = False, record: list | None = None
+        self, policy: HrlPolicy, level: str, sample: float = False, record: list | None = None
     ) -> None:
-        self.policy, self.level, self.sample, self.record = policy, level, sample, record
+        self.policy, self.level, self.sample, self.record = policy, level, float(sample), record
 
     def __call__(self, state: RoundState):
         if self.level == "lower":
@@ -74,7 +76,7 @@ class Actor:
         logits = logits.masked_fill(~torch.as_tensor(mask), -torch.inf)
         if self.level == "upper":
             logits = logits.view(-1, 2)
-        if self.sample:
+        if self.sample >= 1.0 or (self.sample > 0.0 and float(torch.rand(())) < self.sample):
             action = torch.distributions.Categorical(logits=logits).sample().numpy()
         else:
             action = logits.argmax(-1).numpy()

@@ -24,7 +24,6 @@ from arsched.algorithms.common import check_ranks, chunk_multiple
 from arsched.algorithms.greedy import (
     best_engine,
     critical_path,
-    default_chunks,
     fill_round,
     incidence,
     round_order,
@@ -71,10 +70,11 @@ class RoundState:
         ranks: Sequence[str] | None = None,
     ) -> RoundState:
         """A fresh episode on the ranks (default: all servers): one flow tree per chunk (default
-        `default_chunks`), of the shape on which greedy-trees needs the fewest rounds."""
+        greedy-trees' choice, `best_engine`), of the shape (and chunk count) on which greedy-trees
+        is fastest."""
         ranks = check_ranks(topology, ranks, algorithm)
-        chunks = default_chunks(len(ranks)) if chunks is None else chunks
-        chunks = chunk_multiple(chunks, len(ranks), algorithm)
+        if chunks is not None:
+            chunks = chunk_multiple(chunks, len(ranks), algorithm)
         return cls(best_engine(topology, ranks, nbytes, chunks, algorithm=algorithm)[1])
 
     @property
