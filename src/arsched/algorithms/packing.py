@@ -435,21 +435,21 @@ def step_time(
     trees = np.flatnonzero(count)
     # rows: (tree, step after its chunk's entry), each with the routed pairs it sends on
     rows, pairs, spans = [], [], []
+    num_rows = 0
     for i in trees.tolist():
         parent = packing.parents[i]
         kids, up, down = edge_steps(parent, tree_heights(parent))
-        base = sum(spans)
-        rows += [base + up, base + down]
+        rows += [num_rows + up, num_rows + down]
         pairs += [routes.index(kids, parent[kids], n), routes.index(parent[kids], kids, n)]
         spans.append(int(down.max()) + 1)
+        num_rows += spans[-1]
     span = np.asarray(spans)
-    num_rows = int(span.sum())
     per_pair = np.repeat(np.arange(len(routes.src)), np.diff(routes.ptr))
     pair_links = sp.csr_array(
         (np.ones(len(per_pair)), (per_pair, routes.links)), shape=(len(routes.src), len(capacity))
     )
-    rows_, pairs_ = np.concatenate(rows), np.concatenate(pairs)
-    sends = sp.csr_array((np.ones(len(rows_)), (rows_, pairs_)), shape=(num_rows, len(routes.src)))
+    row, pair = np.concatenate(rows), np.concatenate(pairs)
+    sends = sp.csr_array((np.ones(len(row)), (row, pair)), shape=(num_rows, len(routes.src)))
     usage = sends @ pair_links
     # bytes entering every tree at each step, shifted to each of its rows' steps
     level = np.arange(num_rows) - np.repeat(np.cumsum(span) - span, span)
