@@ -54,6 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
+from arsched.algorithms import levels as level_steps
 from arsched.algorithms.common import check_ranks, check_size
 from arsched.algorithms.dbtree import add_tree, edge_steps, tree_heights
 from arsched.algorithms.registry import NotApplicable, register
@@ -465,17 +466,18 @@ def step_time(
 
 def choose_pipeline(
     packing: Packing, routes: _Routes, topology: Topology, nbytes: float, alpha: float
-) -> tuple[int, int]:
-    """(units, stages) for a packing: the pipeline of `default_stages` over `UNITS` units, or
-    no pipeline (one or two steps, a chunk or more for every tree), whichever `step_time`
-    finds faster. Pipelining pays for fill and drain; a packing whose every step keeps the
-    links equally busy (stars on a fat-tree or a small Jellyfish) does not need it."""
+) -> tuple[int, int, float]:
+    """(units, stages, time) for a packing: the pipeline of `default_stages` over `UNITS`
+    units, or no pipeline (one or two steps, a chunk or more for every tree), whichever
+    `step_time` finds faster. Pipelining pays for fill and drain; a packing whose every step
+    keeps the links equally busy (stars on a fat-tree or a small Jellyfish) does not need it."""
     overhead = _overhead(topology, alpha)
     wide = max(UNITS, len(packing.weights))
     options = [(UNITS, default_stages(packing, topology, nbytes, alpha)), (wide, 1), (wide, 2)]
     cap = topology.compiled.capacity
     times = [step_time(packing, routes, cap, u, s, nbytes, overhead) for u, s in options]
-    return options[int(np.argmin(times))]
+    best = int(np.argmin(times))
+    return *options[best], times[best]
 
 
 def _positive(value: object, name: str) -> int:
@@ -494,11 +496,15 @@ def tree_packing(
     alpha: float = DEFAULT_ALPHA,
     iterations: int = MAX_ITERATIONS,
     seed: int = 0,
+    levels: bool | None = None,
 ) -> Schedule:
     """Tree packing: `units` parallel pipelines (default `UNITS`) of `stages` steps (default
     `default_stages`, tuned for a per-transfer overhead `alpha`; with neither given,
     `choose_pipeline` picks both, perhaps no pipeline), over trees from at most `iterations`
-    rounds of column generation; `seed` for the jittered tree prices."""
+    rounds of column generation; `seed` for the jittered tree prices. On a direct-connect
+    network (`levels.applies`) with neither given, the level-balanced steps of `levels.balance`
+    are used instead where their time with barriers is shorter; `levels=True` asks for them,
+    `levels=False` never."""
     rs = check_ranks(topology, ranks, "tree-packing")
     nbytes = check_size(nbytes, "tree-packing")
     n = len(rs)
@@ -506,11 +512,28 @@ def tree_packing(
         raise NotApplicable(f"tree-packing is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
     if not (float(alpha) >= 0 and np.isfinite(alpha)):
         raise ArschedError(f"tree-packing: alpha must be a non-negative number of seconds, got {alpha!r}")
+    if levels is not None and not isinstance(levels, bool):
+        raise ArschedError(f"tree-packing: levels must be true or false, got {levels!r}")
+    if levels and (units is not None or stages is not None):
+        raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
+    if levels and not level_steps.applies(topology, rs):
+        raise NotApplicable(
+            f"tree-packing: levels need ranks joined by their own links (a direct-connect network such"
+            f" as a torus) and at most {level_steps.MAX_RANKS} of them"
+        )
     packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
     routes = _route(topology, rs, *_tree_edges(packing.parents))
+    plan = None
+    if levels or (levels is None and units is None and stages is None and level_steps.applies(topology, rs)):
+        bound = allreduce_bound(topology, rs, nbytes)
+        plan = level_steps.balance(topology, rs, packing.parents, nbytes, _overhead(topology, alpha), bound)
     if units is None and stages is None:
-        units, stages = choose_pipeline(packing, routes, topology, nbytes, alpha)
-    elif stages is None:
+        units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
+        if plan is not None and not levels and plan.time >= time:
+            plan = None
+    if plan is not None:
+        return _level_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
+    if stages is None:
         stages = default_stages(packing, topology, nbytes, alpha)
     stages = _positive(stages, "stages")
     units = _positive(UNITS if units is None else units, "units")
@@ -540,4 +563,35 @@ def tree_packing(
             offsets = np.arange(c) * stages // c
             add_tree(b, members, parent, tree_heights(parent), chunks, offsets, paths)
             first += c
+    return b.build()
+
+
+def _level_schedule(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    plan: level_steps.LevelPlan,
+    packing: Packing,
+    alpha: float,
+    iterations: int,
+    seed: int,
+) -> Schedule:
+    """The schedule of a level-balanced plan (`levels.add_levels`)."""
+    b = ScheduleBuilder(
+        topology,
+        ranks,
+        nbytes,
+        int(plan.counts.sum()),
+        "tree-packing",
+        {
+            "params": {"levels": True, "alpha": alpha, "iterations": iterations},
+            "seed": seed,
+            "lp_rate": packing.rate,
+            "lp_optimum": packing.optimum,
+            "level_lp_time": plan.lp_time,
+            "trees": int((plan.counts > 0).sum()),
+            "max_height": plan.steps,
+        },
+    )
+    level_steps.add_levels(b, plan)
     return b.build()
