@@ -1,0 +1,89 @@
+"""Level-balanced tree steps (arsched.algorithms.levels): the step dynamic program against
+brute force, the LP against the bandwidth bound, and the schedules against the validator and
+the flow model."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from arsched.algorithms import NotApplicable, build
+from arsched.algorithms import levels as L
+from arsched.algorithms.dbtree import tree_heights
+from arsched.algorithms.packing import pack
+from arsched.bounds import allreduce_bound
+from arsched.collective import numeric_check, validate
+from arsched.errors import ArschedError
+from arsched.sim import simulate_flow
+from arsched.topology import parse_spec
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cheapest_steps_matches_brute_force(seed):
+    """Every assignment of steps 1..R to a 6-node tree's edges, a child's before its
+    parent's: the dynamic program finds the cheapest, and returns steps that cost that much."""
+    rng = np.random.default_rng(seed)
+    n, steps = 6, 4
+    parent = np.array([-1] + [int(rng.integers(0, v)) for v in range(1, n)])
+    cost = rng.random((n, steps))
+    kids = np.arange(1, n)
+    best = np.inf
+    for choice in itertools.product(range(1, steps + 1), repeat=n - 1):
+        step = np.array([steps + 1, *choice])
+        if (step[kids] < step[parent[kids]]).all():
+            best = min(best, cost[kids, step[kids] - 1].sum())
+    value, step = L.cheapest_steps(parent, tree_heights(parent), cost)
+    assert value == pytest.approx(best)
+    assert step[0] == steps + 1 and (step[kids] < step[parent[kids]]).all()
+    assert cost[kids, step[kids] - 1].sum() == pytest.approx(best)
+
+
+def test_levels_apply_only_to_direct_connect_networks():
+    for spec in ("torus:dims=4x4", "ring:n=5", "torus:dims=2x2x2"):
+        topo = parse_spec(spec)
+        assert L.applies(topo, tuple(topo.servers))
+    for spec in ("bcube:n=3,k=1", "fattree:k=4", "dcell:n=3,k=1"):
+        topo = parse_spec(spec)
+        assert not L.applies(topo, tuple(topo.servers))
+        assert build("tree-packing", topo, None, 1e6).meta["params"].get("levels") is None
+        with pytest.raises(NotApplicable, match="direct-connect"):
+            build("tree-packing", topo, None, 1e6, levels=True)
+
+
+def test_levels_reject_bad_parameters():
+    topo = parse_spec("ring:n=4")
+    with pytest.raises(ArschedError, match="replace the pipeline"):
+        build("tree-packing", topo, None, 1e6, levels=True, stages=4)
+    with pytest.raises(ArschedError, match="true or false"):
+        build("tree-packing", topo, None, 1e6, levels="yes")
+
+
+@pytest.mark.parametrize("spec", ["ring:n=5", "torus:dims=3x3", "torus:dims=2x2x2"])
+def test_forced_levels_are_valid(spec):
+    topo = parse_spec(spec)
+    s = build("tree-packing", topo, None, 1e6, levels=True)
+    assert s.meta["params"]["levels"] is True
+    assert s.num_chunks == L.chunk_count(len(topo.servers))
+    assert validate(s).ok and numeric_check(s).ok
+
+
+def test_levels_reach_the_bound_on_the_torus():
+    """On the 4×4 torus the LP's time is within its tolerance of the bandwidth bound; the
+    default picks the level steps at 256 MB, and with in-order connections they run within 5 %
+    of the bound, faster than the pipelined trees."""
+    topo = parse_spec("torus:dims=4x4")
+    ranks = tuple(topo.servers)
+    size = 256e6
+    bound = allreduce_bound(topo, ranks, size)
+    plan = L.balance(topo, ranks, pack(topo, ranks).parents, size, 7e-6, bound)
+    assert bound <= plan.lp_time <= bound * (1 + L.TOLERANCE) * (1 + 1e-9)
+    assert plan.counts.sum() == L.chunk_count(len(ranks))
+    chosen = build("tree-packing", topo, None, size)
+    assert chosen.meta["params"]["levels"] is True and validate(chosen).ok
+    piped = build("tree-packing", topo, None, size, levels=False)
+    assert validate(piped).ok
+    gap = simulate_flow(chosen, fifo=True).gap
+    assert gap <= 1.05
+    assert simulate_flow(chosen, fifo=True).time_s < simulate_flow(piped, fifo=True).time_s
