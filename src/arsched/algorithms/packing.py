@@ -35,6 +35,11 @@ pipeline at all, one or two steps per level with a chunk or more for every tree,
 the steps would take with barriers (`step_time`): stars on a fat-tree load every link alike
 in each step, so pipelining them only adds steps.
 
+On a direct-connect network (a torus, a ring: ranks joined by their own links) the default
+also weighs level-balanced steps (`levels.py`): no pipeline, each chunk crossing its tree once,
+with trees and steps chosen by a time-indexed LP so that every link is equally busy in every
+step, which removes the fill and drain that pipelined deep trees pay for.
+
 Pipelining needs connections that carry their steps in order, as a runtime's channels do:
 simulate with `simulate_flow(..., fifo=True)`. Sent all at once (the default flow model),
 every chunk of every level shares the links at the same time and the pipeline does not form.
