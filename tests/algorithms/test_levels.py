@@ -63,9 +63,9 @@ def test_levels_reject_bad_parameters():
 @pytest.mark.parametrize("spec", ["ring:n=5", "torus:dims=3x3", "torus:dims=2x2x2"])
 def test_forced_levels_are_valid(spec):
     topo = parse_spec(spec)
-    s = build("tree-packing", topo, None, 1e6, levels=True)
+    s = build("tree-packing", topo, None, 16e6, levels=True)
     assert s.meta["params"]["levels"] is True
-    assert s.num_chunks == L.chunk_count(len(topo.servers))
+    assert s.num_chunks == L.chunk_count(len(topo.servers), 16e6) == 16e6 // L.MIN_CHUNK
     assert validate(s).ok and numeric_check(s).ok
 
 
@@ -79,7 +79,7 @@ def test_levels_reach_the_bound_on_the_torus():
     bound = allreduce_bound(topo, ranks, size)
     plan = L.balance(topo, ranks, pack(topo, ranks).parents, size, 7e-6, bound)
     assert bound <= plan.lp_time <= bound * (1 + L.TOLERANCE) * (1 + 1e-9)
-    assert plan.counts.sum() == L.chunk_count(len(ranks))
+    assert plan.counts.sum() == L.chunk_count(len(ranks), size) == L.CHUNKS
     chosen = build("tree-packing", topo, None, size)
     assert chosen.meta["params"]["levels"] is True and validate(chosen).ok
     piped = build("tree-packing", topo, None, size, levels=False)

@@ -43,7 +43,8 @@ MAX_RANKS = 36  # the LP has (links × steps) rows, and rounding weighs them for
 ITERATIONS = 40  # column generation rounds at most
 TOLERANCE = 0.003  # stop when the LP's time is this close to the bound
 CHUNKS = 2048  # the columns' shares are rounded to 1/CHUNKS of the vector at most ...
-TRANSFERS = 65536  # ... and to fewer chunks where their transfers would exceed this
+TRANSFERS = 65536  # ... to fewer where their transfers would exceed this ...
+MIN_CHUNK = 65536  # ... and to chunks of at least this many bytes
 CANDIDATES = 1024  # columns weighed for each left-over chunk when rounding
 
 
@@ -108,11 +109,13 @@ def cheapest_steps(parent: np.ndarray, height: np.ndarray, cost: np.ndarray) -> 
     return float(below[root, steps]), step
 
 
-def chunk_count(n: int) -> int:
-    """Chunks for n ranks: `CHUNKS`, fewer where the 2(n − 1) transfers each needs would pass
-    `TRANSFERS`. More chunks round the LP's shares more finely (on the torus 4×4 the flow
-    model's gap was 1.028 with 1024 chunks and 1.018 with 2048)."""
-    return int(min(CHUNKS, TRANSFERS // (2 * (n - 1))))
+def chunk_count(n: int, nbytes: float) -> int:
+    """Chunks for n ranks and a vector of `nbytes`: `CHUNKS`, fewer where the 2(n − 1)
+    transfers each needs would pass `TRANSFERS` or a chunk would be below `MIN_CHUNK` bytes
+    (smaller pieces cost a runtime more per message than their bytes, and MSCCL allows a
+    thread block 256 steps). More chunks round the LP's shares more finely: on the 4×4 torus
+    at 256 MB the flow model's gap was 1.028 with 1024 chunks and 1.018 with 2048."""
+    return int(max(1, min(CHUNKS, TRANSFERS // (2 * (n - 1)), nbytes // MIN_CHUNK)))
 
 
 @dataclass(frozen=True)
@@ -284,7 +287,7 @@ def balance(
         if not sum(lp.add(p, s) for c, s, p in offers if c < whole * (1 - 1e-6)):
             break
     value, x, _, _ = lp.solve()
-    chunks = chunk_count(n)
+    chunks = chunk_count(n, nbytes)
     counts, load = _round(lp, x, chunks)
     per_step = load.max(axis=1) * nbytes / chunks / scale
     time = float(per_step.sum() + (per_step > 0).sum() * overhead)
