@@ -11,7 +11,7 @@ the greedy scheduler and the RL environments both drive it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,14 +119,22 @@ def _pair_links(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
     return both
 
 
+def _grown_trees(
+    num_chunks: int, n: int, both: np.ndarray, grow: Callable[[int, np.ndarray], np.ndarray]
+) -> list[FlowTree]:
+    """One tree per chunk, rooted at rank chunk mod n, whose parent array `grow(root, load)`
+    builds; it adds every attachment's links (both directions) to the load shared by all the
+    trees, so that later trees avoid them (its last entry pads `both` and stays 0)."""
+    load = np.zeros(both.max() + 1)
+    return [FlowTree(chunk, chunk % n, grow(chunk % n, load)) for chunk in range(num_chunks)]
+
+
 def _balanced_trees(
     num_chunks: int, hops: np.ndarray, cap: np.ndarray, both: np.ndarray, shallow: bool
 ) -> list[FlowTree]:
     n = len(hops)
-    load = np.zeros(both.max() + 1)
-    trees = []
-    for chunk in range(num_chunks):
-        root = chunk % n
+
+    def grow(root: int, load: np.ndarray) -> np.ndarray:
         parent = np.full(n, -1)
         inside = np.zeros(n, dtype=bool)
         inside[root] = True
@@ -145,16 +153,15 @@ def _balanced_trees(
             room[u] -= 1
             load[both[v, u]] += 1
             load[-1] = 0
-        trees.append(FlowTree(chunk, root, parent))
-    return trees
+        return parent
+
+    return _grown_trees(num_chunks, n, both, grow)
 
 
 def _spt_trees(num_chunks: int, hops: np.ndarray, both: np.ndarray) -> list[FlowTree]:
     n = len(hops)
-    load = np.zeros(both.max() + 1)
-    trees = []
-    for chunk in range(num_chunks):
-        root = chunk % n
+
+    def grow(root: int, load: np.ndarray) -> np.ndarray:
         parent = np.full(n, -1)
         for v in np.lexsort((np.arange(n), hops[:, root]))[1:].tolist():
             us = np.flatnonzero((hops[:, root] < hops[v, root]) & (hops[:, root] + hops[v] == hops[v, root]))
@@ -164,8 +171,9 @@ def _spt_trees(num_chunks: int, hops: np.ndarray, both: np.ndarray) -> list[Flow
             parent[v] = u
             load[both[v, u]] += 1
             load[-1] = 0
-        trees.append(FlowTree(chunk, root, parent))
-    return trees
+        return parent
+
+    return _grown_trees(num_chunks, n, both, grow)
 
 
 def _bfs_trees(
