@@ -301,7 +301,7 @@ def test_step_time_of_a_path_matches_the_hand_count():
     topo = parse_spec("ring:n=3")
     bw, m, over = float(topo.compiled.capacity[0]), 3e6, 7e-6
     parent = np.array([1, -1, 1])
-    p = Packing(bw, bw, [np.array([0, 2])], [parent], np.array([1]), np.array([bw]), 1)
+    p = Packing(bw, bw, bw, [np.array([0, 2])], [parent], np.array([1]), np.array([bw]), 1)
     routes = _route(topo, tuple(topo.servers), *_tree_edges(p.parents))
     cap = topo.compiled.capacity
     assert step_time(p, routes, cap, 1, 1, m, over) == pytest.approx(2 * m / bw + 2 * over)

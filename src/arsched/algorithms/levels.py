@@ -21,8 +21,9 @@ the leaves' edges wait for later steps where inner edges have no work.
 Only on direct links: there every connection is one link, so connections that keep their steps
 in order (a runtime's channels, `simulate_flow(fifo=True)`) keep every link's steps in order as
 the LP assumes. Where connections share links (via switches or other ranks), a leaf whose input
-is ready at once runs ahead of its step and takes bandwidth from the steps before it; measured on
-DCell(4,1) and Jellyfish 32 that lost more than the pipeline's fill and drain (docs/results.md).
+is ready at once runs ahead of its step and takes bandwidth from the steps before it; in one-off
+runs on DCell(4,1) and Jellyfish 32 (noted on issue 4) that lost more than the pipeline's fill
+and drain.
 """
 
 from __future__ import annotations
@@ -113,8 +114,7 @@ def chunk_count(n: int, nbytes: float) -> int:
     """Chunks for n ranks and a vector of `nbytes`: `CHUNKS`, fewer where the 2(n − 1)
     transfers each needs would pass `TRANSFERS` or a chunk would be below `MIN_CHUNK` bytes
     (smaller pieces cost a runtime more per message than their bytes, and MSCCL allows a
-    thread block 256 steps). More chunks round the LP's shares more finely: on the 4×4 torus
-    at 256 MB the flow model's gap was 1.028 with 1024 chunks and 1.018 with 2048."""
+    thread block 256 steps). More chunks round the LP's shares more finely."""
     return int(max(1, min(CHUNKS, TRANSFERS // (2 * (n - 1)), nbytes // MIN_CHUNK)))
 
 
@@ -183,15 +183,21 @@ class _Steps:
         value = float(self.lp.getInfo().objective_function_value)
         return value, np.asarray(sol.col_value)[2 * self.steps :], price, float(dual[-1])
 
-    def prim(self, price: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """A tree grown from `root` down: the free rank whose cheapest (parent in the tree, step
-        before the parent's) costs least joins there; among equal costs the latest step, which
-        leaves room for children. None if the ranks left have no such parent."""
+    def attach_costs(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(cost, prefix minimum over steps) of rank c joining parent p at step s, (n × n × R),
+        infinite off the direct links; later steps a hair cheaper among equals."""
         n, steps = self.n, self.steps
         u, v = np.nonzero(self.link >= 0)
         cost = np.full((n, n, steps), np.inf)
         cost[u, v] = edge_prices(price, self.link, u, v) - 1e-12 * np.arange(1, steps + 1)
-        prefix = np.minimum.accumulate(cost, axis=2)
+        return cost, np.minimum.accumulate(cost, axis=2)
+
+    def prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """A tree grown from `root` down under `attach_costs`: the free rank whose cheapest
+        (parent in the tree, step before the parent's) costs least joins there; among equal
+        costs the latest step, which leaves room for children. None if the ranks left have no
+        such parent."""
+        n, steps = self.n, self.steps
         parent, step = np.full(n, -1), np.zeros(n, dtype=np.int64)
         step[root] = steps + 1
         free = np.ones(n, dtype=bool)
@@ -214,18 +220,20 @@ def _round(plan: _Steps, x: np.ndarray, chunks: int) -> tuple[np.ndarray, np.nda
     """Chunk counts for the columns: the floors of chunks·x, then every chunk left to the
     column (among the `CANDIDATES` largest remainders) that raises the summed step maxima
     least. Returns the counts and the (2R × links) load in chunks / capacity."""
-    quota = x / x.sum() * chunks
-    count = np.floor(quota + 1e-9).astype(np.int64)
+    support = np.flatnonzero(x > 0)
+    quota = x[support] / x.sum() * chunks
+    share = np.floor(quota + 1e-9).astype(np.int64)
     shape = (2 * plan.steps, len(plan.caps))
-    use = np.stack([np.bincount(plan.rows(*c), minlength=shape[0] * shape[1]) for c in plan.columns])
-    use = use.reshape(len(plan.columns), *shape) / plan.caps
-    load = np.tensordot(count.astype(np.float64), use, axes=1)
-    left = chunks - int(count.sum())
-    cand = np.argsort(-(quota - count), kind="stable")[: min(CANDIDATES, int((x > 0).sum()))]
-    for _ in range(left):
+    rows = [np.bincount(plan.rows(*plan.columns[i]), minlength=shape[0] * shape[1]) for i in support]
+    use = np.stack(rows).reshape(len(support), *shape) / plan.caps
+    load = np.tensordot(share.astype(np.float64), use, axes=1)
+    cand = np.argsort(-(quota - share), kind="stable")[:CANDIDATES]
+    for _ in range(chunks - int(share.sum())):
         j = cand[int(np.argmin((load[None] + use[cand]).max(axis=2).sum(axis=1)))]
-        count[j] += 1
+        share[j] += 1
         load += use[j]
+    count = np.zeros(len(x), dtype=np.int64)
+    count[support] = share
     return count, load
 
 
@@ -277,13 +285,12 @@ def balance(
                 cost[kids] = edge_prices(price, link, kids, p[kids])
                 priced.append((*cheapest_steps(p, h, cost), p))
             offers.append(min(priced, key=lambda offer: offer[0]))
-        for grown in (lp.prim(price, root) for root in range(n)):
-            if grown is None:
-                continue
-            p, s = grown
-            kids = np.flatnonzero(p >= 0)
-            cost = edge_prices(price, link, kids, p[kids])[np.arange(len(kids)), s[kids] - 1]
-            offers.append((float(cost.sum()), s, p))
+        attach, prefix = lp.attach_costs(price)
+        for grown in (lp.prim(attach, prefix, root) for root in range(n)):
+            if grown is not None:
+                p, s = grown
+                kids = np.flatnonzero(p >= 0)
+                offers.append((float(attach[kids, p[kids], s[kids] - 1].sum()), s, p))
         if not sum(lp.add(p, s) for c, s, p in offers if c < whole * (1 - 1e-6)):
             break
     value, x, _, _ = lp.solve()

@@ -86,13 +86,15 @@ class Packing:
     """Spanning trees over the ranks with rates that fit every link's capacity.
 
     `rate` is Σ x_T in bytes/s (an AllReduce of M bytes per rank takes M / rate at best);
-    `optimum` is the first LP's rate before `DEPTH_SLACK` was given up. Tree i is `pairs[i]`
+    `optimum` is the first LP's rate before `DEPTH_SLACK` was given up and `limit` the cut
+    bound's rate, which no packing exceeds. Tree i is `pairs[i]`
     (indices into the upper-triangle rank pairs), `parents[i]` hung from its centre, of height
     `heights[i]`, with rate `weights[i]`.
     """
 
     rate: float
     optimum: float
+    limit: float
     pairs: list[np.ndarray]
     parents: list[np.ndarray]
     heights: np.ndarray
@@ -347,6 +349,7 @@ def pack(
     return Packing(
         rate=float(weights[keep].sum()) * scale,
         optimum=optimum * scale,
+        limit=target * scale,
         pairs=[columns[i] for i in keep],
         parents=[p for p, _ in hung],
         heights=np.array([h for _, h in hung]),
@@ -521,7 +524,8 @@ def tree_packing(
         raise ArschedError(f"tree-packing: levels must be true or false, got {levels!r}")
     if levels and (units is not None or stages is not None):
         raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
-    if levels and not level_steps.applies(topology, rs):
+    direct = level_steps.applies(topology, rs)
+    if levels and not direct:
         raise NotApplicable(
             f"tree-packing: levels need ranks joined by their own links (a direct-connect network such"
             f" as a torus) and at most {level_steps.MAX_RANKS} of them"
@@ -529,8 +533,8 @@ def tree_packing(
     packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
     routes = _route(topology, rs, *_tree_edges(packing.parents))
     plan = None
-    if levels or (levels is None and units is None and stages is None and level_steps.applies(topology, rs)):
-        bound = allreduce_bound(topology, rs, nbytes)
+    if levels or (levels is None and units is None and stages is None and direct):
+        bound = nbytes / packing.limit
         plan = level_steps.balance(topology, rs, packing.parents, nbytes, _overhead(topology, alpha), bound)
     if units is None and stages is None:
         units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
@@ -582,6 +586,7 @@ def _level_schedule(
     seed: int,
 ) -> Schedule:
     """The schedule of a level-balanced plan (`levels.add_levels`)."""
+    used = plan.counts > 0
     b = ScheduleBuilder(
         topology,
         ranks,
@@ -594,8 +599,8 @@ def _level_schedule(
             "lp_rate": packing.rate,
             "lp_optimum": packing.optimum,
             "level_lp_time": plan.lp_time,
-            "trees": int((plan.counts > 0).sum()),
-            "max_height": plan.steps,
+            "trees": int(used.sum()),
+            "max_height": max(int(tree_heights(plan.columns[i][0]).max()) for i in np.flatnonzero(used)),
         },
     )
     level_steps.add_levels(b, plan)
