@@ -296,13 +296,14 @@ def test_tree_packing_streams_close_to_the_bound_with_in_order_connections():
 def test_step_time_of_a_path_matches_the_hand_count():
     """A path 0-1-2 hung from 1: the leaves add into 1 at step 0, 1 copies back at step 2.
     One chunk: two busy steps of M/B; two stages: four busy steps of M/(2B)."""
-    from arsched.algorithms.packing import Packing, _route, _tree_edges, step_time
+    from arsched.algorithms.packing import Packing, _tree_edges, step_time
+    from arsched.algorithms.routes import route
 
     topo = parse_spec("ring:n=3")
     bw, m, over = float(topo.compiled.capacity[0]), 3e6, 7e-6
     parent = np.array([1, -1, 1])
     p = Packing(bw, bw, bw, [np.array([0, 2])], [parent], np.array([1]), np.array([bw]), 1)
-    routes = _route(topo, tuple(topo.servers), *_tree_edges(p.parents))
+    routes = route(topo, tuple(topo.servers), *_tree_edges(p.parents))
     cap = topo.compiled.capacity
     assert step_time(p, routes, cap, 1, 1, m, over) == pytest.approx(2 * m / bw + 2 * over)
     assert step_time(p, routes, cap, 1, 2, m, over) == pytest.approx(4 * m / (2 * bw) + 4 * over)
@@ -310,13 +311,14 @@ def test_step_time_of_a_path_matches_the_hand_count():
 
 @pytest.mark.parametrize("spec", ["fattree:k=4", "bcube:n=3,k=1"])
 def test_tree_packing_pipelines_only_where_it_pays(spec):
-    """The default picks between the pipeline and one unpipelined step per level: on a
-    fat-tree (stars, every step loads the links alike) the unpipelined schedule, on BCube (deep
-    trees) the pipeline; either way it is at least as fast as the other in the flow model."""
+    """Without level steps, the default picks between the pipeline and one unpipelined step per
+    level: on a fat-tree (stars, every step loads the links alike) the unpipelined schedule, on
+    BCube (deep trees) the pipeline; either way it is at least as fast as the other in the flow
+    model."""
     from arsched.algorithms.packing import UNITS
 
     topo = parse_spec(spec)
-    chosen = build("tree-packing", topo, None, 64e6)
+    chosen = build("tree-packing", topo, None, 64e6, levels=False)
     flat = chosen.meta["params"]["stages"] == 1
     assert flat == spec.startswith("fattree")
     other = build("tree-packing", topo, None, 64e6, units=UNITS, stages=None if flat else 1)

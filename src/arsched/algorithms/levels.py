@@ -1,5 +1,4 @@
-"""Level-balanced tree steps: tree packing without a pipeline, for direct-connect networks
-(torus, ring, mesh, hypercube: ranks joined by their own links, no switches in between).
+"""Level-balanced tree steps: tree packing without a pipeline.
 
 A pipelined tree (packing.py) pays for fill and drain: in its first steps only the leaf edges
 have work and in its last only the edges into the leaves. Here each chunk crosses its tree once:
@@ -18,12 +17,15 @@ grown from the root down, every node attached to the parent and step (before the
 that cost least (`_Steps.prim`). At its optimum Σ_s t_s meets the bandwidth bound on the torus:
 the leaves' edges wait for later steps where inner edges have no work.
 
-Only on direct links: there every connection is one link, so connections that keep their steps
-in order (a runtime's channels, `simulate_flow(fifo=True)`) keep every link's steps in order as
-the LP assumes. Where connections share links (via switches or other ranks), a leaf whose input
-is ready at once runs ahead of its step and takes bandwidth from the steps before it; in one-off
-runs on DCell(4,1) and Jellyfish 32 (noted on issue 4) that lost more than the pipeline's fill
-and drain.
+Over few peers: the trees use only the rank pairs of the *overlay* (`overlay`): the pairs whose
+route has at most h links, h the least that joins all ranks (a torus's own links, a DCell's
+cell and direct links, a Jellyfish's servers one switch-to-switch hop apart). Every rank then
+has a few connections, each busy in every step, and connections that keep their steps in order
+(a runtime's channels, `simulate_flow(fifo=True)`) keep the steps in order, as the LP assumes.
+Over all rank pairs, a leaf whose input is ready at once runs ahead of its step on a
+connection of its own and takes bandwidth from the steps before it: in one-off runs on
+Jellyfish 32 (noted on issue 4) that made the in-order flow model 1.098× the bound where the
+overlay's schedule runs at 1.03×.
 """
 
 from __future__ import annotations
@@ -36,39 +38,53 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from arsched.algorithms.dbtree import tree_heights
+from arsched.algorithms.routes import Routes, intern, route
 from arsched.collective.schedule import ScheduleBuilder
 from arsched.errors import ArschedError
+from arsched.sim.paths import gather
 from arsched.topology.core import Topology
 
 MAX_RANKS = 36  # the LP has (links × steps) rows, and rounding weighs them for every column
 ITERATIONS = 40  # column generation rounds at most
-TOLERANCE = 0.003  # stop when the LP's time is this close to the bound
+TOLERANCE = 0.003  # stop when the LP's time is this close to the bound ...
+STALL_ROUNDS, STALL_GAIN = 5, 0.002  # ... or when its last 5 rounds saved less than 0.2 % of it
 CHUNKS = 2048  # the columns' shares are rounded to 1/CHUNKS of the vector at most ...
 TRANSFERS = 65536  # ... to fewer where their transfers would exceed this ...
 MIN_CHUNK = 65536  # ... and to chunks of at least this many bytes
 CANDIDATES = 1024  # columns weighed for each left-over chunk when rounding
+MORE_STEPS = 3  # steps tried beyond the overlay's diameter + 1 ...
+GAIN = 0.01  # ... while each one shortens the time with barriers by this share at least
+ACCEPT = 0.02  # tree packing uses a plan only if its LP is this close to the bound
 
 
-def direct_links(topology: Topology, ranks: tuple[str, ...]) -> np.ndarray:
-    """The link index of every ordered pair of ranks joined by a link of its own, −1 elsewhere."""
-    c = topology.compiled
-    pos = np.full(c.num_nodes, -1)
-    pos[[c.index[r] for r in ranks]] = np.arange(len(ranks))
-    a, b = pos[c.link_src], pos[c.link_dst]
-    both = (a >= 0) & (b >= 0)
-    link = np.full((len(ranks), len(ranks)), -1)
-    link[a[both], b[both]] = np.flatnonzero(both)
-    return link
+def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
+    """The rank pairs level steps use: every ordered pair whose spread route has at most h
+    links, for the least h that joins all ranks (strongly connected). On a direct-connect
+    network these are the ranks' own links."""
+    n = len(ranks)
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))
+    routes = route(topology, ranks, src, dst)
+    hops = routes.hops
+    for h in np.unique(hops).tolist():
+        near = hops <= h
+        graph = sp.csr_array(
+            (np.ones(int(near.sum()), dtype=np.int8), (routes.src[near], routes.dst[near])), shape=(n, n)
+        )
+        if connected_components(graph, directed=True, connection="strong")[0] == 1:
+            return routes.subset(near)
+    raise ArschedError("tree-packing: the ranks are not all joined by routes")  # routing refused earlier
+
+
+def pair_matrix(routes: Routes, n: int) -> np.ndarray:
+    """The index of every ordered rank pair among `routes`, −1 for pairs not routed."""
+    pair = np.full((n, n), -1)
+    pair[routes.src, routes.dst] = np.arange(len(routes.src))
+    return pair
 
 
 def applies(topology: Topology, ranks: tuple[str, ...]) -> bool:
-    """Whether the ranks' own links join them all (and there are few enough ranks)."""
-    n = len(ranks)
-    if not 2 <= n <= MAX_RANKS:
-        return False
-    link = direct_links(topology, ranks)
-    graph = sp.csr_array((link >= 0).astype(np.int8))
-    return connected_components(graph, directed=True, connection="strong")[0] == 1
+    """Whether there are few enough ranks for the step LP (and at least two)."""
+    return 2 <= len(ranks) <= MAX_RANKS
 
 
 def hang_from(edges: tuple[np.ndarray, np.ndarray], n: int, root: int) -> np.ndarray:
@@ -80,12 +96,12 @@ def hang_from(edges: tuple[np.ndarray, np.ndarray], n: int, root: int) -> np.nda
     return parent
 
 
-def edge_prices(price: np.ndarray, link: np.ndarray, kids: np.ndarray, parents: np.ndarray) -> np.ndarray:
+def edge_prices(price: np.ndarray, pair: np.ndarray, kids: np.ndarray, parents: np.ndarray) -> np.ndarray:
     """(edges × R) cost of sending kids[j] → parents[j] at step s (and back at 2R + 1 − s) under
-    (2R × links) prices."""
+    (2R × pairs) prices."""
     steps = price.shape[0] // 2
     s = np.arange(steps)
-    return price[s][:, link[kids, parents]].T + price[2 * steps - 1 - s][:, link[parents, kids]].T
+    return price[s][:, pair[kids, parents]].T + price[2 * steps - 1 - s][:, pair[parents, kids]].T
 
 
 def cheapest_steps(parent: np.ndarray, height: np.ndarray, cost: np.ndarray) -> tuple[float, np.ndarray]:
@@ -121,22 +137,25 @@ def chunk_count(n: int, nbytes: float) -> int:
 @dataclass(frozen=True)
 class LevelPlan:
     """Columns (parent array, reduce step of every node; the root's is R + 1) with their chunk
-    counts out of `chunk_count`; `steps` is R; `time` the rounded schedule's time with barriers
-    (seconds, per-step overhead included) and `lp_time` the LP's (bytes only)."""
+    counts out of `chunk_count`, over the overlay's `routes`; `steps` is R; `time` the rounded
+    schedule's time with barriers (seconds, per-step overhead included) and `lp_time` the LP's
+    (bytes only)."""
 
     columns: list[tuple[np.ndarray, np.ndarray]]
     counts: np.ndarray
+    routes: Routes
     steps: int
     time: float
     lp_time: float
 
 
 class _Steps:
-    """The time-indexed LP and its column oracles over the ranks' direct links."""
+    """The time-indexed LP and its column oracles over the overlay's pairs; `use` is the
+    (pairs × links) route matrix, `caps` the links' capacities."""
 
-    def __init__(self, link: np.ndarray, caps: np.ndarray, steps: int) -> None:
-        self.link, self.caps, self.steps = link, caps, steps
-        self.n, num_links = len(link), len(caps)
+    def __init__(self, pair: np.ndarray, use: sp.csr_array, caps: np.ndarray, steps: int) -> None:
+        self.pair, self.use, self.caps, self.steps = pair, use, caps, steps
+        self.n, num_links = len(pair), len(caps)
         rows, inf = 2 * steps * num_links, highspy.kHighsInf
         lp = self.lp = highspy.Highs()
         lp.setOptionValue("output_flag", False)
@@ -153,26 +172,34 @@ class _Steps:
         self.known: set[bytes] = set()
 
     def rows(self, parent: np.ndarray, step: np.ndarray) -> np.ndarray:
-        """The (step, link) rows a column loads: each edge up at its step, down at the mirror."""
+        """The (step, link) rows a column loads, one per link of every route: each edge up at
+        its step, down at the mirrored one."""
         kids = np.flatnonzero(parent >= 0)
         num_links, s = len(self.caps), step[kids]
-        up = (s - 1) * num_links + self.link[kids, parent[kids]]
-        down = (2 * self.steps - s) * num_links + self.link[parent[kids], kids]
-        return np.concatenate([up, down])
+        out = []
+        for pairs, at in (
+            (self.pair[kids, parent[kids]], s - 1),
+            (self.pair[parent[kids], kids], 2 * self.steps - s),
+        ):
+            idx, lens = gather(self.use.indptr, pairs)
+            out.append(np.repeat(at, lens) * num_links + self.use.indices[idx])
+        return np.concatenate(out)
 
     def add(self, parent: np.ndarray, step: np.ndarray) -> bool:
         key = np.concatenate([parent, step]).tobytes()
         if key in self.known:
             return False
         self.known.add(key)
-        rows = np.append(self.rows(parent, step), 2 * self.steps * len(self.caps)).astype(np.int32)
+        rows, counts = np.unique(self.rows(parent, step), return_counts=True)
+        rows = np.append(rows, 2 * self.steps * len(self.caps)).astype(np.int32)
+        values = np.append(counts, 1).astype(np.float64)
         inf, start = np.full(1, highspy.kHighsInf), np.zeros(1, dtype=np.int32)
-        self.lp.addCols(1, np.zeros(1), np.zeros(1), inf, len(rows), start, rows, np.ones(len(rows)))
+        self.lp.addCols(1, np.zeros(1), np.zeros(1), inf, len(rows), start, rows, values)
         self.columns.append((parent, step))
         return True
 
     def solve(self) -> tuple[float, np.ndarray, np.ndarray, float]:
-        """(LP time, column values, (2R × links) link prices, price of the whole vector)."""
+        """(LP time, column values, (2R × pairs) pair prices, price of the whole vector)."""
         self.lp.run()
         status = self.lp.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
@@ -181,15 +208,15 @@ class _Steps:
         dual = np.asarray(sol.row_dual)
         price = np.maximum(-dual[:-1], 0).reshape(2 * self.steps, len(self.caps))
         value = float(self.lp.getInfo().objective_function_value)
-        return value, np.asarray(sol.col_value)[2 * self.steps :], price, float(dual[-1])
+        return value, np.asarray(sol.col_value)[2 * self.steps :], (self.use @ price.T).T, float(dual[-1])
 
     def attach_costs(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cost, prefix minimum over steps) of rank c joining parent p at step s, (n × n × R),
-        infinite off the direct links; later steps a hair cheaper among equals."""
+        infinite off the overlay; later steps a hair cheaper among equals."""
         n, steps = self.n, self.steps
-        u, v = np.nonzero(self.link >= 0)
+        u, v = np.nonzero((self.pair >= 0) & (self.pair.T >= 0))
         cost = np.full((n, n, steps), np.inf)
-        cost[u, v] = edge_prices(price, self.link, u, v) - 1e-12 * np.arange(1, steps + 1)
+        cost[u, v] = edge_prices(price, self.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
         return cost, np.minimum.accumulate(cost, axis=2)
 
     def prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -245,44 +272,83 @@ def balance(
     overhead: float,
     bound: float,
 ) -> LevelPlan:
-    """The level-balanced plan over the ranks' direct links, started from `trees` (parent
-    arrays, e.g. the packing's; those with other edges are skipped) and breadth-first trees;
-    `bound` is the bandwidth bound's time for `nbytes`, `overhead` each step's fixed cost."""
+    """The level-balanced plan over the `overlay`'s pairs, started from `trees` (parent arrays,
+    e.g. the packing's; those with other edges are skipped) and breadth-first trees; `bound` is
+    the bandwidth bound's time for `nbytes`, `overhead` each step's fixed cost.
+
+    R starts at the overlay's diameter + 1 (every breadth-first tree fits) and grows, up to
+    `MORE_STEPS` more, while the LP stays above the bound and each step more saves `GAIN` of the
+    time with barriers: more steps give leaves more room to wait (DCell(4,1)'s LP: 1.12× the
+    bound at R = 5, 1.04× at R = 7), and cost a step's overhead each."""
     n = len(ranks)
-    link = direct_links(topology, ranks)
-    used = np.unique(link[link >= 0])
-    cap = topology.compiled.capacity
-    scale = cap.max()
-    local = np.full(topology.compiled.num_links, -1)
-    local[used] = np.arange(len(used))
-    link = np.where(link >= 0, local[np.maximum(link, 0)], -1)
-    adjacency = (link >= 0).nonzero()
-    direct = [p for p in trees if (link[np.flatnonzero(p >= 0), p[p >= 0]] >= 0).all()]
-    direct += [hang_from(adjacency, n, r) for r in range(n)]  # breadth-first trees
-    steps = max(int(tree_heights(p).max()) for p in direct) + 1
-    shapes: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}  # every tree's rootings
-    for p in direct:
+    routes = overlay(topology, ranks)
+    pair = pair_matrix(routes, n)
+    both = (pair >= 0) & (pair.T >= 0)
+    wide = [hang_from(both.nonzero(), n, r) for r in range(n)]  # breadth-first trees
+    near = [p for p in trees if both[np.flatnonzero(p >= 0), p[p >= 0]].all()] + wide
+    rootings: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}  # every tree hung from every rank
+    for p in near:
         kids = np.flatnonzero(p >= 0)
         edges = (np.minimum(kids, p[kids]), np.maximum(kids, p[kids]))
         key = np.sort(edges[0] * n + edges[1]).tobytes()
-        if key not in shapes:
-            rooted = (hang_from(edges, n, r) for r in range(n))
-            shapes[key] = [(q, h) for q in rooted if (h := tree_heights(q)).max() < steps]
-    lp = _Steps(link, cap[used] / scale, steps)
-    for q, h in (r for rootings in shapes.values() for r in rootings):
+        if key not in rootings:
+            rootings[key] = [(q, tree_heights(q)) for q in (hang_from(edges, n, r) for r in range(n))]
+
+    def plan(steps: int) -> LevelPlan:
+        shapes = [[(q, h) for q, h in hung if h.max() < steps] for hung in rootings.values()]
+        shapes = [hung for hung in shapes if hung]
+        return _plan(topology, routes, shapes, steps, nbytes, overhead, bound)
+
+    first = max(int(tree_heights(p).max()) for p in wide) + 1
+    best = plan(first)
+    for steps in range(first + 1, first + MORE_STEPS + 1):
+        if best.lp_time <= bound * (1 + TOLERANCE):
+            break
+        longer = plan(steps)
+        if longer.time > best.time * (1 - GAIN):
+            break
+        best = longer
+    return best
+
+
+def _plan(
+    topology: Topology,
+    routes: Routes,
+    shapes: list[list[tuple[np.ndarray, np.ndarray]]],
+    steps: int,
+    nbytes: float,
+    overhead: float,
+    bound: float,
+) -> LevelPlan:
+    """The rounded plan of the step LP with R = `steps`, by column generation from `shapes`
+    (each a tree's rootings no taller than R − 1, with their heights)."""
+    n = len(shapes[0][0][0])
+    used, local = np.unique(routes.links, return_inverse=True)
+    use = sp.csr_array(
+        (np.ones(len(local)), (np.repeat(np.arange(len(routes.src)), routes.hops), local.ravel())),
+        shape=(len(routes.src), len(used)),
+    )
+    cap = topology.compiled.capacity
+    scale = cap.max()
+    pair = pair_matrix(routes, n)
+    lp = _Steps(pair, use, cap[used] / scale, steps)
+    for q, h in (r for hung in shapes for r in hung):
         lp.add(q, h + 1)
     target = bound * scale / nbytes  # the bound in the LP's units
+    values: list[float] = []
     for _ in range(ITERATIONS):
         value, x, price, whole = lp.solve()
-        if value <= target * (1 + TOLERANCE):
+        values.append(value)
+        stalled = len(values) > STALL_ROUNDS and values[-STALL_ROUNDS - 1] - value < STALL_GAIN * target
+        if value <= target * (1 + TOLERANCE) or stalled:
             break
         offers = []
-        for rootings in shapes.values():  # each tree's cheapest rooting
+        for hung in shapes:  # each tree's cheapest rooting
             priced = []
-            for p, h in rootings:
+            for p, h in hung:
                 kids = np.flatnonzero(p >= 0)
                 cost = np.zeros((n, steps))
-                cost[kids] = edge_prices(price, link, kids, p[kids])
+                cost[kids] = edge_prices(price, pair, kids, p[kids])
                 priced.append((*cheapest_steps(p, h, cost), p))
             offers.append(min(priced, key=lambda offer: offer[0]))
         attach, prefix = lp.attach_costs(price)
@@ -298,11 +364,13 @@ def balance(
     counts, load = _round(lp, x, chunks)
     per_step = load.max(axis=1) * nbytes / chunks / scale
     time = float(per_step.sum() + (per_step > 0).sum() * overhead)
-    return LevelPlan(lp.columns, counts, steps, time, value * nbytes / scale)
+    return LevelPlan(lp.columns, counts, routes, steps, time, value * nbytes / scale)
 
 
 def add_levels(b: ScheduleBuilder, plan: LevelPlan) -> None:
-    """Every column's chunks up its tree at their steps and back down at the mirrored ones."""
+    """Every column's chunks up its tree at their steps and back down at the mirrored ones, on
+    the overlay's routes."""
+    ids = intern(b, plan.routes, plan.routes.src, plan.routes.dst)
     first = 0
     for (parent, step), c in zip(plan.columns, plan.counts.tolist(), strict=True):
         if not c:
@@ -311,5 +379,5 @@ def add_levels(b: ScheduleBuilder, plan: LevelPlan) -> None:
         chunks = np.repeat(np.arange(first, first + c), len(kids))
         first += c
         up, down = np.tile(kids, c), np.tile(parent[kids], c)
-        b.add_rank_arrays(np.tile(step[kids] - 1, c), chunks, up, down, "reduce")
-        b.add_rank_arrays(np.tile(2 * plan.steps - step[kids], c), chunks, down, up, "copy")
+        b.add_rank_arrays(np.tile(step[kids] - 1, c), chunks, up, down, "reduce", ids[up, down])
+        b.add_rank_arrays(np.tile(2 * plan.steps - step[kids], c), chunks, down, up, "copy", ids[down, up])

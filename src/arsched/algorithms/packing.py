@@ -35,10 +35,11 @@ pipeline at all, one or two steps per level with a chunk or more for every tree,
 the steps would take with barriers (`step_time`): stars on a fat-tree load every link alike
 in each step, so pipelining them only adds steps.
 
-On a direct-connect network (a torus, a ring: ranks joined by their own links) the default
-also weighs level-balanced steps (`levels.py`): no pipeline, each chunk crossing its tree once,
-with trees and steps chosen by a time-indexed LP so that every link is equally busy in every
-step, which removes the fill and drain that pipelined deep trees pay for.
+Up to `levels.MAX_RANKS` ranks the default also weighs level-balanced steps (`levels.py`): no
+pipeline, each chunk crossing its tree once, with trees over a few peers per rank and steps
+chosen by a time-indexed LP so that every link is equally busy in every step, which removes the
+fill and drain that pipelined deep trees pay for. They are used where their time with barriers
+is below the pipeline's and their LP is within `levels.ACCEPT` of the bound.
 
 Pipelining needs connections that carry their steps in order, as a runtime's channels do:
 simulate with `simulate_flow(..., fifo=True)`. Sent all at once (the default flow model),
@@ -63,6 +64,7 @@ from arsched.algorithms import levels as level_steps
 from arsched.algorithms.common import check_ranks, check_size
 from arsched.algorithms.dbtree import add_tree, edge_steps, tree_heights
 from arsched.algorithms.registry import NotApplicable, register
+from arsched.algorithms.routes import Routes, intern, route
 from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.errors import ArschedError
@@ -358,44 +360,6 @@ def pack(
     )
 
 
-@dataclass(frozen=True)
-class _Routes:
-    """Spread routes of distinct directed rank pairs: pair i is `src[i]` → `dst[i]` (rank
-    indices) over links `links[ptr[i]:ptr[i + 1]]`."""
-
-    src: np.ndarray
-    dst: np.ndarray
-    ptr: np.ndarray
-    links: np.ndarray
-
-    def index(self, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
-        """Positions of the pairs src[j] → dst[j] among the routed pairs."""
-        return np.searchsorted(self.src * n + self.dst, src * n + dst)
-
-
-def _route(topology: Topology, ranks: tuple[str, ...], src: np.ndarray, dst: np.ndarray) -> _Routes:
-    """The spread routes (`Router.link_paths(spread=True)`) of the distinct pairs src[i] → dst[i]."""
-    c = topology.compiled
-    nodes = np.array([c.index[r] for r in ranks])
-    n = len(nodes)
-    src, dst = np.divmod(np.unique(src * n + dst), n)
-    ptr, links = topology.router.link_paths(nodes[src], nodes[dst], spread=True)
-    return _Routes(src, dst, ptr, links)
-
-
-def _intern(b: ScheduleBuilder, routes: _Routes, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Path ids, interned in `b`, of the routed pairs src[j] → dst[j] as a (ranks × ranks)
-    matrix (-1 for other pairs)."""
-    c = b.topology.compiled
-    n = len(b.ranks)
-    ids = np.full((n, n), -1, dtype=np.int64)
-    for q in np.unique(routes.index(src, dst, n)).tolist():
-        hops = c.link_dst[routes.links[routes.ptr[q] : routes.ptr[q + 1]]].tolist()
-        a = int(routes.src[q])
-        ids[a, routes.dst[q]] = b.intern_path((b.ranks[a], *(c.node_ids[x] for x in hops)))
-    return ids
-
-
 def _tree_edges(parents: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Both directions of every edge of these trees: (sources, destinations)."""
     kids = np.concatenate([np.flatnonzero(p >= 0) for p in parents])
@@ -427,7 +391,7 @@ def default_stages(packing: Packing, topology: Topology, nbytes: float, alpha: f
 
 def step_time(
     packing: Packing,
-    routes: _Routes,
+    routes: Routes,
     capacity: np.ndarray,
     units: int,
     stages: int,
@@ -473,7 +437,7 @@ def step_time(
 
 
 def choose_pipeline(
-    packing: Packing, routes: _Routes, topology: Topology, nbytes: float, alpha: float
+    packing: Packing, routes: Routes, topology: Topology, nbytes: float, alpha: float
 ) -> tuple[int, int, float]:
     """(units, stages, time) for a packing: the pipeline of `default_stages` over `UNITS`
     units, or no pipeline (one or two steps, a chunk or more for every tree), whichever
@@ -509,10 +473,10 @@ def tree_packing(
     """Tree packing: `units` parallel pipelines (default `UNITS`) of `stages` steps (default
     `default_stages`, tuned for a per-transfer overhead `alpha`; with neither given,
     `choose_pipeline` picks both, perhaps no pipeline), over trees from at most `iterations`
-    rounds of column generation; `seed` for the jittered tree prices. On a direct-connect
-    network (`levels.applies`) with neither given, the level-balanced steps of `levels.balance`
-    are used instead where their time with barriers is shorter; `levels=True` asks for them,
-    `levels=False` never."""
+    rounds of column generation; `seed` for the jittered tree prices. With neither given and
+    few enough ranks (`levels.applies`), the level-balanced steps of `levels.balance` are used
+    instead where their time with barriers is shorter and their LP near the bound;
+    `levels=True` asks for them, `levels=False` never."""
     rs = check_ranks(topology, ranks, "tree-packing")
     nbytes = check_size(nbytes, "tree-packing")
     n = len(rs)
@@ -524,24 +488,21 @@ def tree_packing(
         raise ArschedError(f"tree-packing: levels must be true or false, got {levels!r}")
     if levels and (units is not None or stages is not None):
         raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
-    direct = level_steps.applies(topology, rs)
-    if levels and not direct:
-        raise NotApplicable(
-            f"tree-packing: levels need ranks joined by their own links (a direct-connect network such"
-            f" as a torus) and at most {level_steps.MAX_RANKS} of them"
-        )
+    few = level_steps.applies(topology, rs)
+    if levels and not few:
+        raise NotApplicable(f"tree-packing: levels are limited to {level_steps.MAX_RANKS} ranks")
     packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
-    routes = _route(topology, rs, *_tree_edges(packing.parents))
     plan = None
-    if levels or (levels is None and units is None and stages is None and direct):
+    if levels or (levels is None and units is None and stages is None and few):
         bound = nbytes / packing.limit
         plan = level_steps.balance(topology, rs, packing.parents, nbytes, _overhead(topology, alpha), bound)
+    if plan is not None and levels:
+        return _level_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
+    routes = route(topology, rs, *_tree_edges(packing.parents))
     if units is None and stages is None:
         units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
-        if plan is not None and not levels and plan.time >= time:
-            plan = None
-    if plan is not None:
-        return _level_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
+        if plan is not None and plan.time < time and plan.lp_time <= bound * (1 + level_steps.ACCEPT):
+            return _level_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
     if stages is None:
         stages = default_stages(packing, topology, nbytes, alpha)
     stages = _positive(stages, "stages")
@@ -563,7 +524,7 @@ def tree_packing(
         },
     )
     used = [p for p, c in zip(packing.parents, count.tolist(), strict=True) if c]
-    paths = _intern(b, routes, *_tree_edges(used))
+    paths = intern(b, routes, *_tree_edges(used))
     members = np.arange(n)
     first = 0
     for parent, c in zip(packing.parents, count.tolist(), strict=True):
