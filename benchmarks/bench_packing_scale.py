@@ -61,8 +61,11 @@ def main() -> None:
         schedule, whole = _best_of(partial(build, "tree-packing"), spec, None, SIZE, units=units)
         gap = simulate_flow(schedule, fifo=True).gap
         row = [topo.name, len(ranks), p.iterations, f"{share:.4f}", f"{took:.2f}", f"{whole:.2f}"]
-        params = schedule.meta["params"]
-        pipeline = f"{params['units']} × {params['stages']}"
+        meta = schedule.meta
+        if meta["params"].get("levels"):
+            pipeline = f"levels, R = {meta['level_steps']}"
+        else:
+            pipeline = f"{meta['params']['units']} × {meta['params']['stages']}"
         rows.append([*row, schedule.meta["max_height"], pipeline, len(schedule), f"{gap:.3f}"])
         print(rows[-1], flush=True)
     publish(
@@ -72,7 +75,8 @@ def main() -> None:
         "(the cut bound included; times are the fastest of three runs); the whole synthesis of "
         "the 256 MB schedule from a fresh topology (TACOS's 1.08 s for 128 devices is the anchor); "
         "the tallest tree used, the pipeline (units × stages: the default choice where units is "
-        "not forced), the schedule's transfers and its gap to the bound at 256 MB in the flow "
+        "not forced; or level-balanced steps, 2R of them, which the default picks up to 36 ranks "
+        "where they are faster), the schedule's transfers and its gap to the bound at 256 MB in the flow "
         "model with in-order connections "
         "(α = 5 µs). On fattree(8) the default sends its 127 stars unpipelined (one chunk each, "
         "two steps). BCube(4,2) and DCell(3,2) run with fewer pipelines than the default 32 to "

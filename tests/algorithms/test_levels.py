@@ -94,6 +94,7 @@ def test_forced_levels_are_valid(spec):
     ranks = tuple(topo.servers)
     s = build("tree-packing", topo, None, 16e6, levels=True)
     assert s.meta["params"]["levels"] is True
+    assert s.step.min() == 0 and s.step.max() == 2 * s.meta["level_steps"] - 1  # R up, R down
     assert s.num_chunks == L.chunk_count(len(ranks), 16e6) == 16e6 // L.MIN_CHUNK
     assert validate(s).ok and numeric_check(s).ok
     routes = L.overlay(topo, ranks)

@@ -560,6 +560,7 @@ def _level_schedule(
             "lp_rate": packing.rate,
             "lp_optimum": packing.optimum,
             "level_lp_time": plan.lp_time,
+            "level_steps": plan.steps,
             "trees": int(used.sum()),
             "max_height": max(int(tree_heights(plan.columns[i][0]).max()) for i in np.flatnonzero(used)),
         },
