@@ -25,7 +25,7 @@ has a few connections, each busy in every step, and connections that keep their 
 Over all rank pairs, a leaf whose input is ready at once runs ahead of its step on a
 connection of its own and takes bandwidth from the steps before it: in one-off runs on
 Jellyfish 32 (noted on issue 4) that made the in-order flow model 1.098× the bound where the
-overlay's schedule runs at 1.03×.
+overlay's schedule runs at 1.029× (`benchmarks/bench_algorithms.py`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from arsched.errors import ArschedError
 from arsched.sim.paths import gather
 from arsched.topology.core import Topology
 
-MAX_RANKS = 36  # the LP has (links × steps) rows, and rounding weighs them for every column
+MAX_RANKS = 36  # the LP has (links × steps) rows: on BCube(4,2)'s 64 ranks it took 6 minutes
 ITERATIONS = 40  # column generation rounds at most
 TOLERANCE = 0.003  # stop when the LP's time is this close to the bound ...
 STALL_ROUNDS, STALL_GAIN = 5, 0.002  # ... or when its last 5 rounds saved less than 0.2 % of it
