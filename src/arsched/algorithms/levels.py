@@ -294,10 +294,15 @@ def balance(
         if key not in rootings:
             rootings[key] = [(q, tree_heights(q)) for q in (hang_from(edges, n, r) for r in range(n))]
 
+    used = np.unique(routes.links)
+    use = routes.link_matrix(topology.compiled.num_links)[:, used].tocsr()
+    cap = topology.compiled.capacity
+    scale = float(cap.max())  # the LP's times are in units of 1/scale
+
     def plan(steps: int) -> LevelPlan:
         shapes = [[(q, h) for q, h in hung if h.max() < steps] for hung in rootings.values()]
-        shapes = [hung for hung in shapes if hung]
-        return _plan(topology, routes, shapes, steps, nbytes, overhead, bound)
+        lp = _Steps(pair, use, cap[used] / scale, steps)
+        return _plan(lp, routes, [hung for hung in shapes if hung], nbytes, scale, overhead, bound)
 
     first = max(int(tree_heights(p).max()) for p in wide) + 1
     best = plan(first)
@@ -312,26 +317,18 @@ def balance(
 
 
 def _plan(
-    topology: Topology,
+    lp: _Steps,
     routes: Routes,
     shapes: list[list[tuple[np.ndarray, np.ndarray]]],
-    steps: int,
     nbytes: float,
+    scale: float,
     overhead: float,
     bound: float,
 ) -> LevelPlan:
-    """The rounded plan of the step LP with R = `steps`, by column generation from `shapes`
-    (each a tree's rootings no taller than R − 1, with their heights)."""
-    n = len(shapes[0][0][0])
-    used, local = np.unique(routes.links, return_inverse=True)
-    use = sp.csr_array(
-        (np.ones(len(local)), (np.repeat(np.arange(len(routes.src)), routes.hops), local.ravel())),
-        shape=(len(routes.src), len(used)),
-    )
-    cap = topology.compiled.capacity
-    scale = cap.max()
-    pair = pair_matrix(routes, n)
-    lp = _Steps(pair, use, cap[used] / scale, steps)
+    """The rounded plan of the step LP `lp` over the overlay's `routes`, by column generation
+    from `shapes` (each a tree's rootings no taller than R − 1, with their heights); the LP's
+    capacities are in units of `scale` bytes/s."""
+    n, steps, pair = lp.n, lp.steps, lp.pair
     for q, h in (r for hung in shapes for r in hung):
         lp.add(q, h + 1)
     target = bound * scale / nbytes  # the bound in the LP's units

@@ -417,10 +417,7 @@ def step_time(
         spans.append(int(down.max()) + 1)
         num_rows += spans[-1]
     span = np.asarray(spans)
-    per_pair = np.repeat(np.arange(len(routes.src)), np.diff(routes.ptr))
-    pair_links = sp.csr_array(
-        (np.ones(len(per_pair)), (per_pair, routes.links)), shape=(len(routes.src), len(capacity))
-    )
+    pair_links = routes.link_matrix(len(capacity))
     row, pair = np.concatenate(rows), np.concatenate(pairs)
     sends = sp.csr_array((np.ones(len(row)), (row, pair)), shape=(num_rows, len(routes.src)))
     usage = sends @ pair_links

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from arsched.collective.schedule import ScheduleBuilder
 from arsched.sim.paths import gather
@@ -35,6 +36,13 @@ class Routes:
     def hops(self) -> np.ndarray:
         """The number of links on every pair's route."""
         return np.diff(self.ptr)
+
+    def link_matrix(self, num_links: int) -> sp.csr_array:
+        """The (pairs × links) matrix with a 1 where a pair's route crosses a link."""
+        per_pair = np.repeat(np.arange(len(self.src)), self.hops)
+        return sp.csr_array(
+            (np.ones(len(per_pair)), (per_pair, self.links)), shape=(len(self.src), num_links)
+        )
 
     def subset(self, keep: np.ndarray) -> Routes:
         """The routes of the pairs where `keep` is true."""
