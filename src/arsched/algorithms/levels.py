@@ -4,35 +4,37 @@ A pipelined tree (packing.py) pays for fill and drain: in its first steps only t
 have work and in its last only the edges into the leaves. Here each chunk crosses its tree once:
 a node adds into its parent at a step σ ∈ 1..R after all its children did, and the sum comes back
 down the same edge at the mirrored step 2R + 1 − σ. Trees and their steps are chosen together,
-so that every link carries the same load in every step, as a ring's rotations do. The
-time-indexed LP (loads in units of the vector, times in units of 1/capacity)
+so that every link carries the same load in every step, as a ring's rotations do.
 
-    minimise Σ_s t_s   s.t.   Σ_c x_c·use_c(e, s) ≤ cap(e)·t_s  for every link e and step s,
-                              Σ_c x_c = 1
-
-over columns c = (tree, step of every edge) is solved by column generation in HiGHS. The duals
-price every (link, step), and two oracles propose columns: the packing's trees hung from every
-rank, each with the cheapest steps a dynamic program finds (`cheapest_steps`), and Prim trees
-grown from the root down, every node attached to the parent and step (before the parent's)
-that cost least (`_Steps.prim`). At its optimum Σ_s t_s meets the bandwidth bound on the torus:
-the leaves' edges wait for later steps where inner edges have no work.
+How: chunk by chunk, greedily, under exponential prices in the manner of multiplicative weights
+(Garg & Könemann; Young's greedy for packing problems). Every (step, link) costs
+exp(β·load / highest load) / capacity, so a link-step that is already busy costs much more than
+an idle one. Chunk k is rooted at rank k mod n and takes the cheaper of two columns: the
+breadth-first tree from its root with the cheapest steps a dynamic program finds
+(`cheapest_steps`), and a Prim tree grown from the root down, every rank attached to the parent
+and step (before the parent's) that cost least (`_Placer.prim`). `SWEEPS` passes then take every
+chunk out and place it again under the prices of all the others (rip-up and re-place), which
+evens out what the myopic first pass left. Every chunk is a column of its own, so there is no
+fractional solution to round, and the cost is a few milliseconds per chunk: unlike a
+time-indexed LP, this scales to the 256 ranks tree packing takes.
 
 Over few peers: the trees use only the rank pairs of the *overlay* (`overlay`): the pairs whose
 route has at most h links, h the least that joins all ranks (a torus's own links, a DCell's
 cell and direct links, a Jellyfish's servers one switch-to-switch hop apart). Every rank then
 has a few connections, each busy in every step, and connections that keep their steps in order
-(a runtime's channels, `simulate_flow(fifo=True)`) keep the steps in order, as the LP assumes.
+(a runtime's channels, `simulate_flow(fifo=True)`) keep the steps in order, as the plan assumes.
 Over all rank pairs, a leaf whose input is ready at once runs ahead of its step on a
-connection of its own and takes bandwidth from the steps before it: in one-off runs on
-Jellyfish 32 (noted on issue 4) that made the in-order flow model 1.098× the bound where the
-overlay's schedule runs at 1.029× (`benchmarks/bench_algorithms.py`).
+connection of its own and takes bandwidth from the steps before it.
+
+What it cannot remove: at step R only the root's children send, so on many ranks with few ports
+each (DCell(3,2): 156 ranks, 3 ports) that step and its mirror carry a small share of the bytes
+in a step's time, and steps stay a few per cent apart in their busiest link.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
@@ -44,17 +46,13 @@ from arsched.errors import ArschedError
 from arsched.sim.paths import gather
 from arsched.topology.core import Topology
 
-MAX_RANKS = 36  # the LP has (links × steps) rows: on BCube(4,2)'s 64 ranks it took 6 minutes
-ITERATIONS = 40  # column generation rounds at most
-TOLERANCE = 0.003  # stop when the LP's time is this close to the bound ...
-STALL_ROUNDS, STALL_GAIN = 5, 0.002  # ... or when its last 5 rounds saved less than 0.2 % of it
-CHUNKS = 2048  # the columns' shares are rounded to 1/CHUNKS of the vector at most ...
-TRANSFERS = 65536  # ... to fewer where their transfers would exceed this ...
+CHUNKS = 2048  # chunks at most (each placed as a column of its own) ...
+TRANSFERS = 65536  # ... fewer where their transfers would exceed this ...
 MIN_CHUNK = 65536  # ... and to chunks of at least this many bytes
-CANDIDATES = 1024  # columns weighed for each left-over chunk when rounding
-MORE_STEPS = 3  # steps tried beyond the overlay's diameter + 1 ...
-GAIN = 0.01  # ... while each one shortens the time with barriers by this share at least
-ACCEPT = 0.02  # tree packing uses a plan only if its LP is this close to the bound
+SHARPNESS = 20.0  # β: a link-step as loaded as the busiest costs e^β times an idle one
+SWEEPS = 3  # rip-up-and-re-place passes over all chunks after the first placement
+MORE_STEPS = 8  # steps tried beyond the overlay's diameter + 1 ...
+GAIN = 0.005  # ... while each one shortens the time with barriers by this share at least
 
 
 def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
@@ -80,11 +78,6 @@ def pair_matrix(routes: Routes, n: int) -> np.ndarray:
     pair = np.full((n, n), -1)
     pair[routes.src, routes.dst] = np.arange(len(routes.src))
     return pair
-
-
-def applies(topology: Topology, ranks: tuple[str, ...]) -> bool:
-    """Whether there are few enough ranks for the step LP (and at least two)."""
-    return 2 <= len(ranks) <= MAX_RANKS
 
 
 def hang_from(edges: tuple[np.ndarray, np.ndarray], n: int, root: int) -> np.ndarray:
@@ -137,90 +130,124 @@ def chunk_count(n: int, nbytes: float) -> int:
 @dataclass(frozen=True)
 class LevelPlan:
     """Columns (parent array, reduce step of every node; the root's is R + 1) with their chunk
-    counts out of `chunk_count`, over the overlay's `routes`; `steps` is R; `time` the rounded
-    schedule's time with barriers (seconds, per-step overhead included) and `lp_time` the LP's
-    (bytes only)."""
+    counts, over the overlay's `routes`; `steps` is R and `time` the schedule's time with
+    barriers (seconds: every step as long as its busiest link needs, plus its overhead)."""
 
     columns: list[tuple[np.ndarray, np.ndarray]]
     counts: np.ndarray
     routes: Routes
     steps: int
     time: float
-    lp_time: float
 
 
-class _Steps:
-    """The time-indexed LP and its column oracles over the overlay's pairs; `use` is the
-    (pairs × links) route matrix, `caps` the links' capacities."""
+@dataclass(frozen=True)
+class _Network:
+    """What every plan over the overlay shares: its `routes`, their `pair` index, (pairs × links)
+    `use` and the links' capacities `caps` in units of `scale` bytes/s, and the breadth-first
+    tree hung from every rank."""
 
-    def __init__(self, pair: np.ndarray, use: sp.csr_array, caps: np.ndarray, steps: int) -> None:
-        self.pair, self.use, self.caps, self.steps = pair, use, caps, steps
-        self.n, num_links = len(pair), len(caps)
-        rows, inf = 2 * steps * num_links, highspy.kHighsInf
-        lp = self.lp = highspy.Highs()
-        lp.setOptionValue("output_flag", False)
-        lp.setOptionValue("presolve", "off")  # presolve would discard the warm start
-        lp.setOptionValue("simplex_strategy", 4)  # primal: new columns keep the basis feasible
-        none = np.zeros(0, dtype=np.int32)
-        times = 2 * steps  # the t_s columns
-        lp.addCols(times, np.ones(times), np.zeros(times), np.full(times, inf), 0, none, none, np.zeros(0))
-        each = np.arange(rows, dtype=np.int32)  # row (s, e): Σ x·use − cap(e)·t_s ≤ 0
-        cap_terms = -np.tile(caps, times)
-        lp.addRows(rows, np.full(rows, -inf), np.zeros(rows), rows, each, each // num_links, cap_terms)
-        lp.addRow(1.0, inf, 0, none, np.zeros(0))  # Σ x ≥ 1: the whole vector
-        self.columns: list[tuple[np.ndarray, np.ndarray]] = []
-        self.known: set[bytes] = set()
+    routes: Routes
+    pair: np.ndarray
+    use: sp.csr_array
+    caps: np.ndarray
+    scale: float
+    wide: list[np.ndarray]
 
-    def rows(self, parent: np.ndarray, step: np.ndarray) -> np.ndarray:
+    @classmethod
+    def of(cls, topology: Topology, ranks: tuple[str, ...]) -> _Network:
+        n = len(ranks)
+        routes = overlay(topology, ranks)
+        pair = pair_matrix(routes, n)
+        both = (pair >= 0) & (pair.T >= 0)
+        wide = [hang_from(both.nonzero(), n, r) for r in range(n)]
+        used = np.unique(routes.links)
+        use = routes.link_matrix(topology.compiled.num_links)[:, used].tocsr()
+        cap = topology.compiled.capacity[used]
+        scale = float(cap.max())
+        return cls(routes, pair, use, cap / scale, scale, wide)
+
+    @property
+    def least_steps(self) -> int:
+        """The overlay's diameter + 1: every breadth-first tree fits in this many steps."""
+        return max(int(tree_heights(p).max()) for p in self.wide) + 1
+
+
+class _Placer:
+    """`chunks` chunks placed over R = `steps` reduce steps of `net`, one column each, and the
+    (2R × links) load they put on the link-steps (in chunks / capacity)."""
+
+    def __init__(self, net: _Network, steps: int, chunks: int) -> None:
+        self.net, self.steps, self.n = net, steps, len(net.pair)
+        self.load = np.zeros((2 * steps, len(net.caps)))
+        self.inverse = np.tile(1 / net.caps, 2 * steps)  # a chunk's load on row (s, e)
+        self.edges = np.nonzero((net.pair >= 0) & (net.pair.T >= 0))  # overlay pairs, both ways
+        self.columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # parent, step, rows
+        for k in range(chunks):
+            self.columns.append(self._place(k % self.n))
+            self._put(self.columns[-1][2], 1.0)
+
+    def sweep(self) -> None:
+        """Take every chunk out and place it again under the load of all the others."""
+        for k in range(len(self.columns)):
+            self._put(self.columns[k][2], -1.0)
+            self.columns[k] = self._place(k % self.n)
+            self._put(self.columns[k][2], 1.0)
+
+    def plan(self, nbytes: float, overhead: float) -> LevelPlan:
+        """The plan, its time with barriers for `nbytes` and `overhead` seconds per step."""
+        per_step = self.load.max(axis=1) * nbytes / len(self.columns) / self.net.scale
+        time = float(per_step.sum() + (per_step > 0).sum() * overhead)
+        counts = np.ones(len(self.columns), dtype=np.int64)
+        return LevelPlan([(p, s) for p, s, _ in self.columns], counts, self.net.routes, self.steps, time)
+
+    def _put(self, rows: np.ndarray, sign: float) -> None:
+        np.add.at(self.load.reshape(-1), rows, sign * self.inverse[rows])
+
+    def _place(self, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Prim tree from `root` under the current prices or, where Prim strands a rank,
+        the breadth-first tree from `root` with the cheapest steps; with its rows."""
+        price = self._prices()
+        grown = self._prim(*self._attach_costs(price), root)
+        if grown is None:
+            parent = self.net.wide[root]
+            kids = np.flatnonzero(parent >= 0)
+            cost = np.zeros((self.n, self.steps))
+            cost[kids] = edge_prices(price, self.net.pair, kids, parent[kids])
+            grown = parent, cheapest_steps(parent, tree_heights(parent), cost)[1]
+        return (*grown, self._rows(*grown))
+
+    def _rows(self, parent: np.ndarray, step: np.ndarray) -> np.ndarray:
         """The (step, link) rows a column loads, one per link of every route: each edge up at
         its step, down at the mirrored one."""
+        use = self.net.use
         kids = np.flatnonzero(parent >= 0)
-        num_links, s = len(self.caps), step[kids]
+        num_links, s = len(self.net.caps), step[kids]
         out = []
         for pairs, at in (
-            (self.pair[kids, parent[kids]], s - 1),
-            (self.pair[parent[kids], kids], 2 * self.steps - s),
+            (self.net.pair[kids, parent[kids]], s - 1),
+            (self.net.pair[parent[kids], kids], 2 * self.steps - s),
         ):
-            idx, lens = gather(self.use.indptr, pairs)
-            out.append(np.repeat(at, lens) * num_links + self.use.indices[idx])
+            idx, lens = gather(use.indptr, pairs)
+            out.append(np.repeat(at, lens) * num_links + use.indices[idx])
         return np.concatenate(out)
 
-    def add(self, parent: np.ndarray, step: np.ndarray) -> bool:
-        key = np.concatenate([parent, step]).tobytes()
-        if key in self.known:
-            return False
-        self.known.add(key)
-        rows, counts = np.unique(self.rows(parent, step), return_counts=True)
-        rows = np.append(rows, 2 * self.steps * len(self.caps)).astype(np.int32)
-        values = np.append(counts, 1).astype(np.float64)
-        inf, start = np.full(1, highspy.kHighsInf), np.zeros(1, dtype=np.int32)
-        self.lp.addCols(1, np.zeros(1), np.zeros(1), inf, len(rows), start, rows, values)
-        self.columns.append((parent, step))
-        return True
+    def _prices(self) -> np.ndarray:
+        """(2R × pairs) prices: every link-step exp(β·load / highest load) / capacity, summed
+        over each pair's route."""
+        relative = self.load / max(float(self.load.max()), 1e-300)
+        return (self.net.use @ (np.exp(SHARPNESS * relative) / self.net.caps).T).T
 
-    def solve(self) -> tuple[float, np.ndarray, np.ndarray, float]:
-        """(LP time, column values, (2R × pairs) pair prices, price of the whole vector)."""
-        self.lp.run()
-        status = self.lp.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise ArschedError(f"tree-packing: the step LP failed ({self.lp.modelStatusToString(status)})")
-        sol = self.lp.getSolution()
-        dual = np.asarray(sol.row_dual)
-        price = np.maximum(-dual[:-1], 0).reshape(2 * self.steps, len(self.caps))
-        value = float(self.lp.getInfo().objective_function_value)
-        return value, np.asarray(sol.col_value)[2 * self.steps :], (self.use @ price.T).T, float(dual[-1])
-
-    def attach_costs(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _attach_costs(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cost, prefix minimum over steps) of rank c joining parent p at step s, (n × n × R),
         infinite off the overlay; later steps a hair cheaper among equals."""
         n, steps = self.n, self.steps
-        u, v = np.nonzero((self.pair >= 0) & (self.pair.T >= 0))
+        u, v = self.edges
         cost = np.full((n, n, steps), np.inf)
-        cost[u, v] = edge_prices(price, self.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
+        cost[u, v] = edge_prices(price, self.net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
         return cost, np.minimum.accumulate(cost, axis=2)
 
-    def prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """A tree grown from `root` down under `attach_costs`: the free rank whose cheapest
+    def _prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """A tree grown from `root` down under `_attach_costs`: the free rank whose cheapest
         (parent in the tree, step before the parent's) costs least joins there; among equal
         costs the latest step, which leaves room for children. None if the ranks left have no
         such parent."""
@@ -243,125 +270,37 @@ class _Steps:
         return parent, step
 
 
-def _round(plan: _Steps, x: np.ndarray, chunks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Chunk counts for the columns: the floors of chunks·x, then every chunk left to the
-    column (among the `CANDIDATES` largest remainders) that raises the summed step maxima
-    least. Returns the counts and the (2R × links) load in chunks / capacity."""
-    support = np.flatnonzero(x > 0)
-    quota = x[support] / x.sum() * chunks
-    share = np.floor(quota + 1e-9).astype(np.int64)
-    shape = (2 * plan.steps, len(plan.caps))
-    rows = [np.bincount(plan.rows(*plan.columns[i]), minlength=shape[0] * shape[1]) for i in support]
-    use = np.stack(rows).reshape(len(support), *shape) / plan.caps
-    load = np.tensordot(share.astype(np.float64), use, axes=1)
-    cand = np.argsort(-(quota - share), kind="stable")[:CANDIDATES]
-    for _ in range(chunks - int(share.sum())):
-        j = cand[int(np.argmin((load[None] + use[cand]).max(axis=2).sum(axis=1)))]
-        share[j] += 1
-        load += use[j]
-    count = np.zeros(len(x), dtype=np.int64)
-    count[support] = share
-    return count, load
-
-
-def balance(
-    topology: Topology,
-    ranks: tuple[str, ...],
-    trees: list[np.ndarray],
-    nbytes: float,
-    overhead: float,
-    bound: float,
-) -> LevelPlan:
-    """The level-balanced plan over the `overlay`'s pairs, started from `trees` (parent arrays,
-    e.g. the packing's; those with other edges are skipped) and breadth-first trees; `bound` is
-    the bandwidth bound's time for `nbytes`, `overhead` each step's fixed cost.
+def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float) -> LevelPlan:
+    """The level-balanced plan of `chunk_count` chunks over the `overlay`'s pairs, each step
+    costing `overhead` seconds besides its bytes.
 
     R starts at the overlay's diameter + 1 (every breadth-first tree fits) and grows, up to
-    `MORE_STEPS` more, while the LP stays above the bound and each step more saves `GAIN` of the
-    time with barriers: more steps give leaves more room to wait (DCell(4,1)'s LP: 1.12× the
-    bound at R = 5, 1.04× at R = 7), and cost a step's overhead each."""
-    n = len(ranks)
-    routes = overlay(topology, ranks)
-    pair = pair_matrix(routes, n)
-    both = (pair >= 0) & (pair.T >= 0)
-    wide = [hang_from(both.nonzero(), n, r) for r in range(n)]  # breadth-first trees
-    near = [p for p in trees if both[np.flatnonzero(p >= 0), p[p >= 0]].all()] + wide
-    rootings: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}  # every tree hung from every rank
-    for p in near:
-        kids = np.flatnonzero(p >= 0)
-        edges = (np.minimum(kids, p[kids]), np.maximum(kids, p[kids]))
-        key = np.sort(edges[0] * n + edges[1]).tobytes()
-        if key not in rootings:
-            rootings[key] = [(q, tree_heights(q)) for q in (hang_from(edges, n, r) for r in range(n))]
+    `MORE_STEPS` more, while a step more saves `GAIN` of the time with barriers (after one
+    sweep; it stops at the second R in a row that does not): more steps give leaves more room
+    to wait (DCell's trees need them), and cost a step's overhead each. The best placement then
+    gets the rest of its `SWEEPS`."""
+    net = _Network.of(topology, ranks)
+    chunks = chunk_count(len(ranks), nbytes)
 
-    used = np.unique(routes.links)
-    use = routes.link_matrix(topology.compiled.num_links)[:, used].tocsr()
-    cap = topology.compiled.capacity
-    scale = float(cap.max())  # the LP's times are in units of 1/scale
+    def placed(steps: int) -> tuple[_Placer, float]:
+        placer = _Placer(net, steps, chunks)
+        placer.sweep()
+        return placer, placer.plan(nbytes, overhead).time
 
-    def plan(steps: int) -> LevelPlan:
-        shapes = [[(q, h) for q, h in hung if h.max() < steps] for hung in rootings.values()]
-        lp = _Steps(pair, use, cap[used] / scale, steps)
-        return _plan(lp, routes, [hung for hung in shapes if hung], nbytes, scale, overhead, bound)
-
-    first = max(int(tree_heights(p).max()) for p in wide) + 1
-    best = plan(first)
+    first = net.least_steps
+    best, best_time = placed(first)
+    misses = 0
     for steps in range(first + 1, first + MORE_STEPS + 1):
-        if best.lp_time <= bound * (1 + TOLERANCE):
-            break
-        longer = plan(steps)
-        if longer.time > best.time * (1 - GAIN):
-            break
-        best = longer
-    return best
-
-
-def _plan(
-    lp: _Steps,
-    routes: Routes,
-    shapes: list[list[tuple[np.ndarray, np.ndarray]]],
-    nbytes: float,
-    scale: float,
-    overhead: float,
-    bound: float,
-) -> LevelPlan:
-    """The rounded plan of the step LP `lp` over the overlay's `routes`, by column generation
-    from `shapes` (each a tree's rootings no taller than R − 1, with their heights); the LP's
-    capacities are in units of `scale` bytes/s."""
-    n, steps, pair = lp.n, lp.steps, lp.pair
-    for q, h in (r for hung in shapes for r in hung):
-        lp.add(q, h + 1)
-    target = bound * scale / nbytes  # the bound in the LP's units
-    values: list[float] = []
-    for _ in range(ITERATIONS):
-        value, x, price, whole = lp.solve()
-        values.append(value)
-        stalled = len(values) > STALL_ROUNDS and values[-STALL_ROUNDS - 1] - value < STALL_GAIN * target
-        if value <= target * (1 + TOLERANCE) or stalled:
-            break
-        offers = []
-        for hung in shapes:  # each tree's cheapest rooting
-            priced = []
-            for p, h in hung:
-                kids = np.flatnonzero(p >= 0)
-                cost = np.zeros((n, steps))
-                cost[kids] = edge_prices(price, pair, kids, p[kids])
-                priced.append((*cheapest_steps(p, h, cost), p))
-            offers.append(min(priced, key=lambda offer: offer[0]))
-        attach, prefix = lp.attach_costs(price)
-        for grown in (lp.prim(attach, prefix, root) for root in range(n)):
-            if grown is not None:
-                p, s = grown
-                kids = np.flatnonzero(p >= 0)
-                offers.append((float(attach[kids, p[kids], s[kids] - 1].sum()), s, p))
-        if not sum(lp.add(p, s) for c, s, p in offers if c < whole * (1 - 1e-6)):
-            break
-    value, x, _, _ = lp.solve()
-    chunks = chunk_count(n, nbytes)
-    counts, load = _round(lp, x, chunks)
-    per_step = load.max(axis=1) * nbytes / chunks / scale
-    time = float(per_step.sum() + (per_step > 0).sum() * overhead)
-    return LevelPlan(lp.columns, counts, routes, steps, time, value * nbytes / scale)
+        placer, time = placed(steps)
+        if time < best_time * (1 - GAIN):
+            best, best_time, misses = placer, time, 0
+        else:
+            misses += 1
+            if misses == 2:
+                break
+    for _ in range(SWEEPS - 1):
+        best.sweep()
+    return best.plan(nbytes, overhead)
 
 
 def add_levels(b: ScheduleBuilder, plan: LevelPlan) -> None:

@@ -35,19 +35,20 @@ pipeline at all, one or two steps per level with a chunk or more for every tree,
 the steps would take with barriers (`step_time`): stars on a fat-tree load every link alike
 in each step, so pipelining them only adds steps.
 
-Up to `levels.MAX_RANKS` ranks the default also weighs level-balanced steps (`levels.py`): no
-pipeline, each chunk crossing its tree once, with trees over a few peers per rank and steps
-chosen by a time-indexed LP so that every link is equally busy in every step, which removes the
-fill and drain that pipelined deep trees pay for. They are used where their time with barriers
-is below the pipeline's and their LP is within `levels.ACCEPT` of the bound.
+Where the pipeline's time with barriers is more than `NEAR` above the bound, the default also
+weighs level-balanced steps (`levels.py`): no pipeline, each chunk crossing its tree once, with
+trees over a few peers per rank and steps placed chunk by chunk under exponential link-step
+prices so that every link is equally busy in every step, which removes the fill and drain that
+pipelined deep trees pay for. They are used where their time with barriers is below the
+pipeline's.
 
 Pipelining needs connections that carry their steps in order, as a runtime's channels do:
 simulate with `simulate_flow(..., fifo=True)`. Sent all at once (the default flow model),
 every chunk of every level shares the links at the same time and the pipeline does not form.
 
 Limits (docs/results.md): the LP reaches the optimum on the 128 ranks of fattree(8) in under a
-second and on BCube(4,2) in seconds; DCell(3,2)'s 156 ranks take longer and its trees are deep
-(the pipeline then pays for it); beyond `MAX_RANKS` ranks tree packing refuses.
+second and on BCube(4,2) in seconds; DCell(3,2)'s 156 ranks take longer and its trees are deep;
+beyond `MAX_RANKS` ranks tree packing refuses.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ MWU_AFTER = 20  # column generation rounds before multiplicative weights step in
 MWU_EPSILON = 0.3  # price step of multiplicative weights
 TOLERANCE = 0.002  # stop when the rate is this close to the cut bound's
 DEFAULT_ALPHA = 5e-6  # the flow model's default per-transfer overhead
+NEAR = 0.02  # a pipeline this close to the bound (with barriers) is kept without weighing levels
 
 
 @dataclass(frozen=True)
@@ -470,10 +472,10 @@ def tree_packing(
     """Tree packing: `units` parallel pipelines (default `UNITS`) of `stages` steps (default
     `default_stages`, tuned for a per-transfer overhead `alpha`; with neither given,
     `choose_pipeline` picks both, perhaps no pipeline), over trees from at most `iterations`
-    rounds of column generation; `seed` for the jittered tree prices. With neither given and
-    few enough ranks (`levels.applies`), the level-balanced steps of `levels.balance` are used
-    instead where their time with barriers is shorter and their LP near the bound;
-    `levels=True` asks for them, `levels=False` never."""
+    rounds of column generation; `seed` for the jittered tree prices. With neither given, the
+    level-balanced steps of `levels.balance` are used instead where the pipeline's time with
+    barriers is more than `NEAR` above the bound and theirs is shorter; `levels=True` asks for
+    them, `levels=False` never."""
     rs = check_ranks(topology, ranks, "tree-packing")
     nbytes = check_size(nbytes, "tree-packing")
     n = len(rs)
@@ -485,21 +487,18 @@ def tree_packing(
         raise ArschedError(f"tree-packing: levels must be true or false, got {levels!r}")
     if levels and (units is not None or stages is not None):
         raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
-    few = level_steps.applies(topology, rs)
-    if levels and not few:
-        raise NotApplicable(f"tree-packing: levels are limited to {level_steps.MAX_RANKS} ranks")
     packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
-    plan = None
-    if levels or (levels is None and units is None and stages is None and few):
-        bound = nbytes / packing.limit
-        plan = level_steps.balance(topology, rs, packing.parents, nbytes, _overhead(topology, alpha), bound)
-    if plan is not None and levels:
+    overhead = _overhead(topology, alpha)
+    if levels:
+        plan = level_steps.balance(topology, rs, nbytes, overhead)
         return _level_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
     routes = route(topology, rs, *_tree_edges(packing.parents))
     if units is None and stages is None:
         units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
-        if plan is not None and plan.time < time and plan.lp_time <= bound * (1 + level_steps.ACCEPT):
-            return _level_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
+        if levels is None and time > nbytes / packing.limit * (1 + NEAR):
+            plan = level_steps.balance(topology, rs, nbytes, overhead)
+            if plan.time < time:
+                return _level_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
     if stages is None:
         stages = default_stages(packing, topology, nbytes, alpha)
     stages = _positive(stages, "stages")
@@ -556,7 +555,7 @@ def _level_schedule(
             "seed": seed,
             "lp_rate": packing.rate,
             "lp_optimum": packing.optimum,
-            "level_lp_time": plan.lp_time,
+            "level_time": plan.time,
             "level_steps": plan.steps,
             "trees": int(used.sum()),
             "max_height": max(int(tree_heights(plan.columns[i][0]).max()) for i in np.flatnonzero(used)),
