@@ -57,19 +57,30 @@ GAIN = 0.005  # ... while each one shortens the time with barriers by this share
 
 def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
     """The rank pairs level steps use: every ordered pair whose spread route has at most h
-    links, for the least h that joins all ranks (strongly connected). On a direct-connect
-    network these are the ranks' own links."""
+    links and relays through no other rank, for the least h that joins all ranks (strongly
+    connected). On a direct-connect network these are the ranks' own links. A route through
+    another rank takes that rank's links without its taking part (DCell(3,2)'s servers with
+    two direct links), where the rank itself could be the tree's inner node; such pairs are
+    used only where the others do not join all ranks."""
     n = len(ranks)
     src, dst = np.nonzero(~np.eye(n, dtype=bool))
     routes = route(topology, ranks, src, dst)
+    c = topology.compiled
+    is_rank = np.zeros(c.num_nodes, dtype=bool)
+    is_rank[[c.index[r] for r in ranks]] = True
     hops = routes.hops
-    for h in np.unique(hops).tolist():
-        near = hops <= h
-        graph = sp.csr_array(
-            (np.ones(int(near.sum()), dtype=np.int8), (routes.src[near], routes.dst[near])), shape=(n, n)
-        )
-        if connected_components(graph, directed=True, connection="strong")[0] == 1:
-            return routes.subset(near)
+    inner = np.ones(len(routes.links), dtype=bool)  # links that end at a relay, not at dst
+    inner[routes.ptr[1:] - 1] = False
+    at_rank = inner & is_rank[c.link_dst[routes.links]]
+    relayed = np.bincount(np.repeat(np.arange(len(hops)), hops)[at_rank], minlength=len(hops)) > 0
+    for allowed in (~relayed, np.ones(len(hops), dtype=bool)):
+        for h in np.unique(hops[allowed]).tolist():
+            near = allowed & (hops <= h)
+            graph = sp.csr_array(
+                (np.ones(int(near.sum()), dtype=np.int8), (routes.src[near], routes.dst[near])), shape=(n, n)
+            )
+            if connected_components(graph, directed=True, connection="strong")[0] == 1:
+                return routes.subset(near)
     raise ArschedError("tree-packing: the ranks are not all joined by routes")  # routing refused earlier
 
 
