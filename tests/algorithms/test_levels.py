@@ -62,6 +62,27 @@ def test_the_overlay_is_the_nearest_pairs_that_join_all_ranks(spec, hops, peers)
     assert ((every.hops <= hops).sum()) == len(routes.src)
 
 
+def _relays(topo, routes, i):
+    """The nodes route i passes between its ends."""
+    c = topo.compiled
+    return {c.node_ids[x] for x in c.link_dst[routes.links[routes.ptr[i] : routes.ptr[i + 1] - 1]].tolist()}
+
+
+def test_the_overlay_relays_through_no_other_rank():
+    """DCell(2,2)'s servers have two direct links, so two-link routes through a third server
+    exist beside the cell mates behind a switch: the overlay keeps the routes whose inner nodes
+    are switches, which still join all ranks."""
+    topo = parse_spec("dcell:n=2,k=2")
+    ranks = tuple(topo.servers)
+    routes = L.overlay(topo, ranks)
+    inner = set().union(*(_relays(topo, routes, i) for i in range(len(routes.src))))
+    assert inner and not inner & set(ranks)
+    every = route(topo, ranks, *np.nonzero(~np.eye(len(ranks), dtype=bool)))
+    short = np.flatnonzero(every.hops <= routes.hops.max())
+    assert any(_relays(topo, every, i) & set(ranks) for i in short.tolist())  # there were some to leave out
+    assert np.bincount(routes.src, minlength=len(ranks)).min() >= 1
+
+
 def test_levels_reject_bad_parameters():
     topo = parse_spec("ring:n=4")
     with pytest.raises(ArschedError, match="replace the pipeline"):
