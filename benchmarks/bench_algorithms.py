@@ -61,8 +61,9 @@ def main(quick: bool = False) -> None:
         "optimal) at 1 MB and 256 MB, at 256 MB also with in-order connections (`--fifo`: each "
         "connection carries its steps in order, as a runtime's channels do), the 256 MB time and "
         "bound in ms, and the synthesis time (the larger of the two sizes; includes the ps root "
-        "search, the multi-ring candidate simulations and tree packing's LP). Topology-native "
-        "schemes appear only on their family. Produced by `benchmarks/bench_algorithms.py`.",
+        "search, the multi-ring candidate simulations, tree packing's LP and its level placement). "
+        "Topology-native schemes appear only on their family. Produced by "
+        "`benchmarks/bench_algorithms.py`.",
         markdown(
             [
                 "topology",
