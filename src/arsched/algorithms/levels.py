@@ -268,13 +268,18 @@ class _Placer:
         free = np.ones(n, dtype=bool)
         free[root] = False
         best, via = prefix[:, root, steps - 1].copy(), np.full(n, root)
+        best[root] = np.inf  # ranks in the tree cost infinity: argmin finds the free ones
         for _ in range(n - 1):
-            open_cost = np.where(free, best, np.inf)
-            c = int(np.argmin(open_cost))
-            if not np.isfinite(open_cost[c]):
+            c = int(np.argmin(best))
+            if not np.isfinite(best[c]):
                 return None
             p = via[c]
-            parent[c], step[c], free[c] = p, int(np.argmin(cost[c, p, : step[p] - 1])) + 1, False
+            parent[c], step[c], free[c], best[c] = (
+                p,
+                int(np.argmin(cost[c, p, : step[p] - 1])) + 1,
+                False,
+                np.inf,
+            )
             if step[c] > 1:
                 better = free & (prefix[:, c, step[c] - 2] < best)
                 best[better], via[better] = prefix[better, c, step[c] - 2], c
