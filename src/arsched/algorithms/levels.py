@@ -9,26 +9,30 @@ so that every link carries the same load in every step, as a ring's rotations do
 How: chunk by chunk, greedily, under exponential prices in the manner of multiplicative weights
 (Garg & Könemann; Young's greedy for packing problems). Every (step, link) costs
 exp(β·load / highest load) / capacity, so a link-step that is already busy costs much more than
-an idle one. Chunk k is rooted at rank k mod n and takes the cheaper of two columns: the
-breadth-first tree from its root with the cheapest steps a dynamic program finds
-(`cheapest_steps`), and a Prim tree grown from the root down, every rank attached to the parent
-and step (before the parent's) that cost least (`_Placer.prim`). `SWEEPS` passes then take every
-chunk out and place it again under the prices of all the others (rip-up and re-place), which
-evens out what the myopic first pass left. Every chunk is a column of its own, so there is no
-fractional solution to round, and the cost is a few milliseconds per chunk: unlike a
-time-indexed LP, this scales to the 256 ranks tree packing takes.
+an idle one. Chunk k is rooted at rank k mod n and takes a Prim tree grown from the root down,
+every rank attached to the parent and step (before the parent's) that cost least
+(`_Placer._prim`), or where that strands a rank (all its neighbours in the tree already at step
+1), the breadth-first tree from the root with the cheapest steps a dynamic program finds
+(`cheapest_steps`). `SWEEPS` passes then take every chunk out and place it again under the
+prices of all the others (rip-up and re-place), which evens out what the myopic first pass
+left. Every chunk is a column of its own, so there is no fractional solution to round, and the
+cost is a fraction of a millisecond to a few milliseconds per chunk: unlike a time-indexed LP,
+this scales to the 256 ranks tree packing takes.
 
 Over few peers: the trees use only the rank pairs of the *overlay* (`overlay`): the pairs whose
-route has at most h links, h the least that joins all ranks (a torus's own links, a DCell's
-cell and direct links, a Jellyfish's servers one switch-to-switch hop apart). Every rank then
+route has at most h links and relays through no other rank, h the least that joins all ranks
+(a torus's own links, a DCell's cell and direct links, a Jellyfish's servers one
+switch-to-switch hop apart). Every rank then
 has a few connections, each busy in every step, and connections that keep their steps in order
 (a runtime's channels, `simulate_flow(fifo=True)`) keep the steps in order, as the plan assumes.
 Over all rank pairs, a leaf whose input is ready at once runs ahead of its step on a
 connection of its own and takes bandwidth from the steps before it.
 
-What it cannot remove: at step R only the root's children send, so on many ranks with few ports
-each (DCell(3,2): 156 ranks, 3 ports) that step and its mirror carry a small share of the bytes
-in a step's time, and steps stay a few per cent apart in their busiest link.
+What it cannot remove: at step R only the root's children send, so that step and its mirror
+carry less than the others (BCube(4,2): half). And every link-step's load is a whole number of
+chunks: where the transfer cap leaves few chunks for many ranks and steps (DCell(3,2): 211
+chunks, 156 ranks, 28 steps, about 5 chunks per link-step), the busiest link of a step stays
+far above the step's mean.
 """
 
 from __future__ import annotations
@@ -134,18 +138,17 @@ def chunk_count(n: int, nbytes: float) -> int:
     """Chunks for n ranks and a vector of `nbytes`: `CHUNKS`, fewer where the 2(n − 1)
     transfers each needs would pass `TRANSFERS` or a chunk would be below `MIN_CHUNK` bytes
     (smaller pieces cost a runtime more per message than their bytes, and MSCCL allows a
-    thread block 256 steps). More chunks round the LP's shares more finely."""
+    thread block 256 steps). More chunks balance the link-steps more finely."""
     return int(max(1, min(CHUNKS, TRANSFERS // (2 * (n - 1)), nbytes // MIN_CHUNK)))
 
 
 @dataclass(frozen=True)
 class LevelPlan:
-    """Columns (parent array, reduce step of every node; the root's is R + 1) with their chunk
-    counts, over the overlay's `routes`; `steps` is R and `time` the schedule's time with
-    barriers (seconds: every step as long as its busiest link needs, plus its overhead)."""
+    """One column per chunk (parent array, reduce step of every node; the root's is R + 1),
+    over the overlay's `routes`; `steps` is R and `time` the schedule's time with barriers
+    (seconds: every step as long as its busiest link needs, plus its overhead)."""
 
     columns: list[tuple[np.ndarray, np.ndarray]]
-    counts: np.ndarray
     routes: Routes
     steps: int
     time: float
@@ -208,8 +211,7 @@ class _Placer:
         """The plan, its time with barriers for `nbytes` and `overhead` seconds per step."""
         per_step = self.load.max(axis=1) * nbytes / len(self.columns) / self.net.scale
         time = float(per_step.sum() + (per_step > 0).sum() * overhead)
-        counts = np.ones(len(self.columns), dtype=np.int64)
-        return LevelPlan([(p, s) for p, s, _ in self.columns], counts, self.net.routes, self.steps, time)
+        return LevelPlan([(p, s) for p, s, _ in self.columns], self.net.routes, self.steps, time)
 
     def _put(self, rows: np.ndarray, sign: float) -> None:
         np.add.at(self.load.reshape(-1), rows, sign * self.inverse[rows])
@@ -320,16 +322,13 @@ def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead:
 
 
 def add_levels(b: ScheduleBuilder, plan: LevelPlan) -> None:
-    """Every column's chunks up its tree at their steps and back down at the mirrored ones, on
-    the overlay's routes."""
+    """Chunk i up column i's tree at its steps and back down at the mirrored ones, on the
+    overlay's routes."""
     ids = intern(b, plan.routes, plan.routes.src, plan.routes.dst)
-    first = 0
-    for (parent, step), c in zip(plan.columns, plan.counts.tolist(), strict=True):
-        if not c:
-            continue
-        kids = np.flatnonzero(parent >= 0)
-        chunks = np.repeat(np.arange(first, first + c), len(kids))
-        first += c
-        up, down = np.tile(kids, c), np.tile(parent[kids], c)
-        b.add_rank_arrays(np.tile(step[kids] - 1, c), chunks, up, down, "reduce", ids[up, down])
-        b.add_rank_arrays(np.tile(2 * plan.steps - step[kids], c), chunks, down, up, "copy", ids[down, up])
+    kids = [np.flatnonzero(parent >= 0) for parent, _ in plan.columns]
+    chunk = np.repeat(np.arange(len(kids)), [len(k) for k in kids])
+    up = np.concatenate(kids)
+    down = np.concatenate([parent[k] for (parent, _), k in zip(plan.columns, kids, strict=True)])
+    at = np.concatenate([step[k] for (_, step), k in zip(plan.columns, kids, strict=True)])
+    b.add_rank_arrays(at - 1, chunk, up, down, "reduce", ids[up, down])
+    b.add_rank_arrays(2 * plan.steps - at, chunk, down, up, "copy", ids[down, up])

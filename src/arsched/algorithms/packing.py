@@ -543,12 +543,11 @@ def _level_schedule(
     seed: int,
 ) -> Schedule:
     """The schedule of a level-balanced plan (`levels.add_levels`)."""
-    used = plan.counts > 0
     b = ScheduleBuilder(
         topology,
         ranks,
         nbytes,
-        int(plan.counts.sum()),
+        len(plan.columns),
         "tree-packing",
         {
             "params": {"levels": True, "alpha": alpha, "iterations": iterations},
@@ -557,8 +556,8 @@ def _level_schedule(
             "lp_optimum": packing.optimum,
             "level_time": plan.time,
             "level_steps": plan.steps,
-            "trees": int(used.sum()),
-            "max_height": max(int(tree_heights(plan.columns[i][0]).max()) for i in np.flatnonzero(used)),
+            "trees": len({parent.tobytes() for parent, _ in plan.columns}),
+            "max_height": max(int(tree_heights(parent).max()) for parent, _ in plan.columns),
         },
     )
     level_steps.add_levels(b, plan)
