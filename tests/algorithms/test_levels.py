@@ -122,9 +122,8 @@ def test_forced_levels_are_valid(spec):
 
 def test_levels_reach_the_bound_on_the_torus():
     """On the 4×4 torus the placement's time with barriers is within 3 % of the bandwidth
-    bound, every load it reports is the load of its columns, and the default picks the level
-    steps at 256 MB; with in-order connections they run within 5 % of the bound, faster than
-    the pipelined trees."""
+    bound and the default picks the level steps at 256 MB; with in-order connections they run
+    within 5 % of the bound, faster than the pipelined trees."""
     topo = parse_spec("torus:dims=4x4")
     ranks = tuple(topo.servers)
     size = 256e6

@@ -157,33 +157,35 @@ class LevelPlan:
 @dataclass(frozen=True)
 class _Network:
     """What every plan over the overlay shares: its `routes`, their `pair` index, (pairs × links)
-    `use` and the links' capacities `caps` in units of `scale` bytes/s, and the breadth-first
-    tree hung from every rank."""
+    `use` and the links' capacities `caps` in units of `scale` bytes/s, the pairs routed both
+    ways as (children, parents) `edges`, and the breadth-first tree hung from every rank with
+    the heights of its nodes."""
 
     routes: Routes
     pair: np.ndarray
     use: sp.csr_array
     caps: np.ndarray
     scale: float
-    wide: list[np.ndarray]
+    edges: tuple[np.ndarray, np.ndarray]
+    wide: list[tuple[np.ndarray, np.ndarray]]
 
     @classmethod
     def of(cls, topology: Topology, ranks: tuple[str, ...]) -> _Network:
         n = len(ranks)
         routes = overlay(topology, ranks)
         pair = pair_matrix(routes, n)
-        both = (pair >= 0) & (pair.T >= 0)
-        wide = [hang_from(both.nonzero(), n, r) for r in range(n)]
+        edges = np.nonzero((pair >= 0) & (pair.T >= 0))
+        wide = [hang_from(edges, n, r) for r in range(n)]
         used = np.unique(routes.links)
         use = routes.link_matrix(topology.compiled.num_links)[:, used].tocsr()
         cap = topology.compiled.capacity[used]
         scale = float(cap.max())
-        return cls(routes, pair, use, cap / scale, scale, wide)
+        return cls(routes, pair, use, cap / scale, scale, edges, [(p, tree_heights(p)) for p in wide])
 
     @property
     def least_steps(self) -> int:
         """The overlay's diameter + 1: every breadth-first tree fits in this many steps."""
-        return max(int(tree_heights(p).max()) for p in self.wide) + 1
+        return max(int(height.max()) for _, height in self.wide) + 1
 
 
 class _Placer:
@@ -194,7 +196,6 @@ class _Placer:
         self.net, self.steps, self.n = net, steps, len(net.pair)
         self.load = np.zeros((2 * steps, len(net.caps)))
         self.inverse = np.tile(1 / net.caps, 2 * steps)  # a chunk's load on row (s, e)
-        self.edges = np.nonzero((net.pair >= 0) & (net.pair.T >= 0))  # overlay pairs, both ways
         self.columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # parent, step, rows
         for k in range(chunks):
             self.columns.append(self._place(k % self.n))
@@ -207,11 +208,16 @@ class _Placer:
             self.columns[k] = self._place(k % self.n)
             self._put(self.columns[k][2], 1.0)
 
-    def plan(self, nbytes: float, overhead: float) -> LevelPlan:
-        """The plan, its time with barriers for `nbytes` and `overhead` seconds per step."""
+    def time(self, nbytes: float, overhead: float) -> float:
+        """The time with barriers for `nbytes`: every step as long as its busiest link needs,
+        plus `overhead` seconds."""
         per_step = self.load.max(axis=1) * nbytes / len(self.columns) / self.net.scale
-        time = float(per_step.sum() + (per_step > 0).sum() * overhead)
-        return LevelPlan([(p, s) for p, s, _ in self.columns], self.net.routes, self.steps, time)
+        return float(per_step.sum() + (per_step > 0).sum() * overhead)
+
+    def plan(self, nbytes: float, overhead: float) -> LevelPlan:
+        """The plan, with its time with barriers."""
+        columns = [(p, s) for p, s, _ in self.columns]
+        return LevelPlan(columns, self.net.routes, self.steps, self.time(nbytes, overhead))
 
     def _put(self, rows: np.ndarray, sign: float) -> None:
         np.add.at(self.load.reshape(-1), rows, sign * self.inverse[rows])
@@ -222,11 +228,11 @@ class _Placer:
         price = self._prices()
         grown = self._prim(*self._attach_costs(price), root)
         if grown is None:
-            parent = self.net.wide[root]
+            parent, height = self.net.wide[root]
             kids = np.flatnonzero(parent >= 0)
             cost = np.zeros((self.n, self.steps))
             cost[kids] = edge_prices(price, self.net.pair, kids, parent[kids])
-            grown = parent, cheapest_steps(parent, tree_heights(parent), cost)[1]
+            grown = parent, cheapest_steps(parent, height, cost)[1]
         return (*grown, self._rows(*grown))
 
     def _rows(self, parent: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -254,7 +260,7 @@ class _Placer:
         """(cost, prefix minimum over steps) of rank c joining parent p at step s, (n × n × R),
         infinite off the overlay; later steps a hair cheaper among equals."""
         n, steps = self.n, self.steps
-        u, v = self.edges
+        u, v = self.net.edges
         cost = np.full((n, n, steps), np.inf)
         cost[u, v] = edge_prices(price, self.net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
         return cost, np.minimum.accumulate(cost, axis=2)
@@ -303,7 +309,7 @@ def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead:
     def placed(steps: int) -> tuple[_Placer, float]:
         placer = _Placer(net, steps, chunks)
         placer.sweep()
-        return placer, placer.plan(nbytes, overhead).time
+        return placer, placer.time(nbytes, overhead)
 
     first = net.least_steps
     best, best_time = placed(first)
