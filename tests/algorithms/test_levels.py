@@ -174,3 +174,49 @@ def test_levels_beat_the_pipeline_on_switched_networks(spec):
     fast = simulate_flow(chosen, fifo=True)
     assert fast.gap <= 1.05
     assert fast.time_s < simulate_flow(piped, fifo=True).time_s
+
+
+def test_join_adds_the_free_ranks_by_their_cheapest_edges():
+    """Prim from a partial tree: on a path 0-1-2-3-4 with a shortcut 4-0 dearer than 3-4, rank
+    3 joins 2, then 4 joins 3; the ranks already in the tree keep their parents."""
+    placer = L._Placer(L._Network.of(parse_spec("ring:n=5"), tuple(parse_spec("ring:n=5").servers)), 3, 0)
+    weight = np.full((5, 5), np.inf)
+    for u, v, w in [(0, 1, 1.0), (1, 2, 1.0), (2, 3, 2.0), (3, 4, 1.0), (4, 0, 5.0)]:
+        weight[u, v] = weight[v, u] = w
+    parent = np.array([-1, 0, 1, -1, -1])
+    assert placer._join(parent, 0, weight).tolist() == [-1, 0, 1, 2, 3]
+    assert parent.tolist() == [-1, 0, 1, -1, -1]  # not changed in place
+
+
+def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
+    """Where Prim strands ranks, the placement keeps the tree Prim grew, joins the stranded
+    ranks to it and chooses every step again, in order (child before parent), instead of
+    falling back to the breadth-first tree."""
+    topo = parse_spec("dcell:n=2,k=1")
+    ranks = tuple(topo.servers)
+    net = L._Network.of(topo, ranks)
+    grown = L._Placer._prim
+    kept = []
+
+    def stranding(self, cost, prefix, root):
+        parent, step = grown(self, cost, prefix, root)
+        order = np.argsort(-step, kind="stable")  # the root and the ranks nearest it first
+        parent = parent.copy()
+        parent[order[len(order) // 2 :]] = -1  # the later half stranded
+        kept.append(parent)
+        return parent, None
+
+    monkeypatch.setattr(L._Placer, "_prim", stranding)
+    placer = L._Placer(net, net.least_steps + 2, 2 * len(ranks))
+    joined = 0
+    for k, (parent, step, _) in enumerate(placer.columns):
+        root = k % len(ranks)
+        assert (parent >= 0).sum() == len(ranks) - 1 and parent[root] == -1
+        had = kept[k] >= 0
+        if np.array_equal(parent[had], kept[k][had]):
+            joined += 1
+        else:  # only where the joined tree was taller than R
+            assert np.array_equal(parent, net.wide[root][0])
+        kids = np.flatnonzero(parent >= 0)
+        assert (step[kids] < step[parent[kids]]).all() and step[kids].min() >= 1
+    assert joined >= len(placer.columns) // 2

@@ -11,9 +11,12 @@ How: chunk by chunk, greedily, under exponential prices in the manner of multipl
 exp(β·load / highest load) / capacity, so a link-step that is already busy costs much more than
 an idle one. Chunk k is rooted at rank k mod n and takes a Prim tree grown from the root down,
 every rank attached to the parent and step (before the parent's) that cost least
-(`_Placer._prim`), or where that strands a rank (all its neighbours in the tree already at step
-1), the breadth-first tree from the root with the cheapest steps a dynamic program finds
-(`cheapest_steps`). `SWEEPS` passes then take every chunk out and place it again under the
+(`_Placer._prim`). Where that strands ranks (all their neighbours in the tree already at step
+1), the stranded ranks join the tree by their cheapest edges and every step is chosen again by
+a dynamic program (`cheapest_steps`), so the tree keeps the shape the prices gave it; only a
+tree taller than R falls back to the breadth-first tree from the root. (Falling back at every
+strand, as before, gave DCell(3,2) breadth-first trees, which load the switch links more than
+the direct ones, for a quarter of its chunks at β = 20.) `SWEEPS` passes then take every chunk out and place it again under the
 prices of all the others (rip-up and re-place), which evens out what the myopic first pass
 left. Every chunk is a column of its own, so there is no fractional solution to round, and the
 cost is a fraction of a millisecond to a few milliseconds per chunk: unlike a time-indexed LP,
@@ -30,9 +33,10 @@ connection of its own and takes bandwidth from the steps before it.
 
 What it cannot remove: at step R only the root's children send, so that step and its mirror
 carry less than the others (BCube(4,2): half). And every link-step's load is a whole number of
-chunks: where the transfer cap leaves few chunks for many ranks and steps (DCell(3,2): 211
-chunks, 156 ranks, 28 steps, about 5 chunks per link-step), the busiest link of a step stays
-far above the step's mean.
+chunks: with few chunks for many ranks and steps the busiest link of a step stays well above
+the step's mean. DCell(3,2) (156 ranks, 3 ports each) needs the most: at 211 chunks (a cap of
+65,536 transfers) its plan was 1.13× the bound in order (β = 10), at 845 chunks 1.06× and at
+1,691 (`TRANSFERS`) 1.04× (one-off runs; docs/results.md has the benchmark's number).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from arsched.sim.paths import gather
 from arsched.topology.core import Topology
 
 CHUNKS = 2048  # chunks at most (each placed as a column of its own) ...
-TRANSFERS = 65536  # ... fewer where their transfers would exceed this ...
+TRANSFERS = 524288  # ... fewer where their transfers would exceed this ...
 MIN_CHUNK = 65536  # ... and to chunks of at least this many bytes
 SHARPNESS = 50.0  # β: a link-step as loaded as the busiest costs e^β times an idle one
 SWEEPS = 3  # rip-up-and-re-place passes over all chunks after the first placement
@@ -223,17 +227,23 @@ class _Placer:
         np.add.at(self.load.reshape(-1), rows, sign * self.inverse[rows])
 
     def _place(self, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The Prim tree from `root` under the current prices or, where Prim strands a rank,
-        the breadth-first tree from `root` with the cheapest steps; with its rows."""
+        """The Prim tree from `root` under the current prices; where Prim strands ranks, that
+        tree with the stranded ranks joined by their cheapest edges and every step chosen again
+        by `cheapest_steps`, or the breadth-first tree from `root` if that is taller than R.
+        With its rows."""
         price = self._prices()
-        grown = self._prim(*self._attach_costs(price), root)
-        if grown is None:
-            parent, height = self.net.wide[root]
+        cost, prefix = self._attach_costs(price)
+        parent, step = self._prim(cost, prefix, root)
+        if step is None:
+            parent = self._join(parent, root, prefix[:, :, -1])
+            height = tree_heights(parent)
+            if height[root] > self.steps:
+                parent, height = self.net.wide[root]
             kids = np.flatnonzero(parent >= 0)
-            cost = np.zeros((self.n, self.steps))
-            cost[kids] = edge_prices(price, self.net.pair, kids, parent[kids])
-            grown = parent, cheapest_steps(parent, height, cost)[1]
-        return (*grown, self._rows(*grown))
+            edge_cost = np.zeros((self.n, self.steps))
+            edge_cost[kids] = edge_prices(price, self.net.pair, kids, parent[kids])
+            step = cheapest_steps(parent, height, edge_cost)[1]
+        return parent, step, self._rows(parent, step)
 
     def _rows(self, parent: np.ndarray, step: np.ndarray) -> np.ndarray:
         """The (step, link) rows a column loads, one per link of every route: each edge up at
@@ -265,11 +275,12 @@ class _Placer:
         cost[u, v] = edge_prices(price, self.net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
         return cost, np.minimum.accumulate(cost, axis=2)
 
-    def _prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """A tree grown from `root` down under `_attach_costs`: the free rank whose cheapest
-        (parent in the tree, step before the parent's) costs least joins there; among equal
-        costs the latest step, which leaves room for children. None if the ranks left have no
-        such parent."""
+    def _prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """(parent, step) of a tree grown from `root` down under `_attach_costs`: the free rank
+        whose cheapest (parent in the tree, step before the parent's) costs least joins there;
+        among equal costs the latest step, which leaves room for children. Where the ranks left
+        have no such parent (their neighbours in the tree all at step 1): the tree so far, the
+        free ranks' parents −1, and no steps."""
         n, steps = self.n, self.steps
         parent, step = np.full(n, -1), np.zeros(n, dtype=np.int64)
         step[root] = steps + 1
@@ -280,7 +291,7 @@ class _Placer:
         for _ in range(n - 1):
             c = int(np.argmin(best))
             if not np.isfinite(best[c]):
-                return None
+                return parent, None
             p = via[c]
             parent[c], step[c], free[c], best[c] = (
                 p,
@@ -292,6 +303,22 @@ class _Placer:
                 better = free & (prefix[:, c, step[c] - 2] < best)
                 best[better], via[better] = prefix[better, c, step[c] - 2], c
         return parent, step
+
+    def _join(self, parent: np.ndarray, root: int, weight: np.ndarray) -> np.ndarray:
+        """`parent` with its free ranks (parent −1, not `root`) joined by Prim on `weight`
+        (rank c joining p at the cheapest of all steps), the steps' order set aside."""
+        parent = parent.copy()
+        free = parent < 0
+        free[root] = False
+        joined = np.flatnonzero(~free)
+        best = np.where(free, weight[:, joined].min(axis=1), np.inf)
+        via = joined[np.argmin(weight[:, joined], axis=1)]
+        while free.any():
+            c = int(np.argmin(best))
+            parent[c], free[c], best[c] = via[c], False, np.inf
+            better = free & (weight[:, c] < best)
+            best[better], via[better] = weight[better, c], c
+        return parent
 
 
 def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float) -> LevelPlan:
