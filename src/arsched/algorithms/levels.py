@@ -34,9 +34,10 @@ connection of its own and takes bandwidth from the steps before it.
 What it cannot remove: at step R only the root's children send, so that step and its mirror
 carry less than the others (BCube(4,2): half). And every link-step's load is a whole number of
 chunks: with few chunks for many ranks and steps the busiest link of a step stays well above
-the step's mean. DCell(3,2) (156 ranks, 3 ports each) needs the most: at 211 chunks (a cap of
-65,536 transfers) its plan was 1.13× the bound in order (β = 10), at 845 chunks 1.06× and at
-1,691 (`TRANSFERS`) 1.04× (one-off runs; docs/results.md has the benchmark's number).
+the step's mean. DCell(3,2) (156 ranks, 3 ports each) needs the most: at 211 chunks (a cap
+of 65,536 transfers) its plan was 1.13× the bound in order (β = 10; 1.55× at β = 50 before
+strands were joined), at 845 chunks 1.06× and at 1,691 (`TRANSFERS`) 1.04× (one-off runs;
+docs/results.md has the benchmark's number).
 """
 
 from __future__ import annotations

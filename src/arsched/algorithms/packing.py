@@ -47,8 +47,8 @@ simulate with `simulate_flow(..., fifo=True)`. Sent all at once (the default flo
 every chunk of every level shares the links at the same time and the pipeline does not form.
 
 Limits (docs/results.md): the LP reaches the optimum on the 128 ranks of fattree(8) in under a
-second and on BCube(4,2) in seconds; DCell(3,2)'s 156 ranks take longer and its trees are deep;
-beyond `MAX_RANKS` ranks tree packing refuses.
+second and on BCube(4,2) in seconds; DCell(3,2)'s 156 ranks take longer and its trees are deep,
+so the level steps win there; beyond `MAX_RANKS` ranks tree packing refuses.
 """
 
 from __future__ import annotations
