@@ -16,11 +16,12 @@ every rank attached to the parent and step (before the parent's) that cost least
 a dynamic program (`cheapest_steps`), so the tree keeps the shape the prices gave it; only a
 tree taller than R falls back to the breadth-first tree from the root. (Falling back at every
 strand, as before, gave DCell(3,2) breadth-first trees, which load the switch links more than
-the direct ones, for a quarter of its chunks at β = 20.) `SWEEPS` passes then take every chunk out and place it again under the
-prices of all the others (rip-up and re-place), which evens out what the myopic first pass
-left. Every chunk is a column of its own, so there is no fractional solution to round, and the
-cost is a fraction of a millisecond to a few milliseconds per chunk: unlike a time-indexed LP,
-this scales to the 256 ranks tree packing takes.
+the direct ones, for a quarter of its chunks at β = 20.) `SWEEPS` passes then take every
+chunk out and place it again under the prices of all the others (rip-up and re-place), which
+evens out what the myopic first pass left. Every chunk is a column of its own, so there is
+no fractional solution to round, and the cost is a fraction of a millisecond to a few
+milliseconds per chunk: unlike a time-indexed LP, this scales to the 256 ranks tree packing
+takes.
 
 Over few peers: the trees use only the rank pairs of the *overlay* (`overlay`): the pairs whose
 route has at most h links and relays through no other rank, h the least that joins all ranks
