@@ -16,6 +16,7 @@ from arsched.algorithms.packing import _overhead
 from arsched.algorithms.routes import route
 from arsched.bounds import allreduce_bound
 from arsched.collective import numeric_check, validate
+from arsched.collective.schedule import ScheduleBuilder
 from arsched.errors import ArschedError
 from arsched.sim import simulate_flow
 from arsched.topology import parse_spec
@@ -179,19 +180,18 @@ def test_levels_beat_the_pipeline_on_switched_networks(spec):
 def test_join_adds_the_free_ranks_by_their_cheapest_edges():
     """Prim from a partial tree: on a path 0-1-2-3-4 with a shortcut 4-0 dearer than 3-4, rank
     3 joins 2, then 4 joins 3; the ranks already in the tree keep their parents."""
-    placer = L._Placer(L._Network.of(parse_spec("ring:n=5"), tuple(parse_spec("ring:n=5").servers)), 3, 0)
     weight = np.full((5, 5), np.inf)
     for u, v, w in [(0, 1, 1.0), (1, 2, 1.0), (2, 3, 2.0), (3, 4, 1.0), (4, 0, 5.0)]:
         weight[u, v] = weight[v, u] = w
     parent = np.array([-1, 0, 1, -1, -1])
-    assert placer._join(parent, 0, weight).tolist() == [-1, 0, 1, 2, 3]
+    assert L.join(parent, 0, weight).tolist() == [-1, 0, 1, 2, 3]
     assert parent.tolist() == [-1, 0, 1, -1, -1]  # not changed in place
 
 
 def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
     """Where Prim strands ranks, the placement keeps the tree Prim grew, joins the stranded
     ranks to it and chooses every step again, in order (child before parent), instead of
-    falling back to the breadth-first tree."""
+    falling back to the breadth-first tree; the schedule of such a plan is valid."""
     topo = parse_spec("dcell:n=2,k=1")
     ranks = tuple(topo.servers)
     net = L._Network.of(topo, ranks)
@@ -220,3 +220,7 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
         kids = np.flatnonzero(parent >= 0)
         assert (step[kids] < step[parent[kids]]).all() and step[kids].min() >= 1
     assert joined >= len(placer.columns) // 2
+    b = ScheduleBuilder(topo, ranks, 1e6, len(placer.columns), "tree-packing", {})
+    L.add_levels(b, placer.plan(1e6, 0.0))
+    s = b.build()
+    assert validate(s).ok and numeric_check(s).ok

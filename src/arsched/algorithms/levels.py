@@ -140,6 +140,23 @@ def cheapest_steps(parent: np.ndarray, height: np.ndarray, cost: np.ndarray) -> 
     return float(below[root, steps]), step
 
 
+def join(parent: np.ndarray, root: int, weight: np.ndarray) -> np.ndarray:
+    """`parent` with its free ranks (parent −1, not `root`) joined by Prim on `weight`
+    ((n × n), rank c joining p; infinite where they are not neighbours)."""
+    parent = parent.copy()
+    free = parent < 0
+    free[root] = False
+    into = weight[:, ~free]
+    best = np.where(free, into.min(axis=1), np.inf)
+    via = np.flatnonzero(~free)[np.argmin(into, axis=1)]
+    while free.any():
+        c = int(np.argmin(best))
+        parent[c], free[c], best[c] = via[c], False, np.inf
+        better = free & (weight[:, c] < best)
+        best[better], via[better] = weight[better, c], c
+    return parent
+
+
 def chunk_count(n: int, nbytes: float) -> int:
     """Chunks for n ranks and a vector of `nbytes`: `CHUNKS`, fewer where the 2(n − 1)
     transfers each needs would pass `TRANSFERS` or a chunk would be below `MIN_CHUNK` bytes
@@ -237,7 +254,7 @@ class _Placer:
         cost, prefix = self._attach_costs(price)
         parent, step = self._prim(cost, prefix, root)
         if step is None:
-            parent = self._join(parent, root, prefix[:, :, -1])
+            parent = join(parent, root, prefix[:, :, -1])  # at its cheapest step
             height = tree_heights(parent)
             if height[root] > self.steps:
                 parent, height = self.net.wide[root]
@@ -305,22 +322,6 @@ class _Placer:
                 better = free & (prefix[:, c, step[c] - 2] < best)
                 best[better], via[better] = prefix[better, c, step[c] - 2], c
         return parent, step
-
-    def _join(self, parent: np.ndarray, root: int, weight: np.ndarray) -> np.ndarray:
-        """`parent` with its free ranks (parent −1, not `root`) joined by Prim on `weight`
-        (rank c joining p at the cheapest of all steps), the steps' order set aside."""
-        parent = parent.copy()
-        free = parent < 0
-        free[root] = False
-        joined = np.flatnonzero(~free)
-        best = np.where(free, weight[:, joined].min(axis=1), np.inf)
-        via = joined[np.argmin(weight[:, joined], axis=1)]
-        while free.any():
-            c = int(np.argmin(best))
-            parent[c], free[c], best[c] = via[c], False, np.inf
-            better = free & (weight[:, c] < best)
-            best[better], via[better] = weight[better, c], c
-        return parent
 
 
 def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float) -> LevelPlan:
