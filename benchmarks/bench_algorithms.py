@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from arsched.compare import compare
+from arsched.algorithms.evaluate import compare
 from arsched.topology import parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])

@@ -27,7 +27,7 @@ import torch
 
 from arsched.algorithms import build
 from arsched.collective import validate
-from arsched.compare import compare
+from arsched.algorithms.evaluate import compare
 from arsched.rl.envs import TreeSelectEnv, WorkloadEnv
 from arsched.rl.training import TrainConfig, train
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
@@ -229,7 +229,7 @@ def main() -> None:
         "rounds). (2) Trees: one shape per root overloaded some links "
         "(9 flows on the busiest link of bcube(3,1) where 8 suffice) and deep trees fill slowly; "
         "now each chunk has its own tree and greedy keeps the best of five shapes "
-        "(`arsched.flowtrees.SHAPES`: load-balanced shortest-path trees, which on BCube are its "
+        "(`arsched.algorithms.flowtrees.SHAPES`: load-balanced shortest-path trees, which on BCube are its "
         "native dimension-ordered trees; load-balanced trees with or without a depth penalty; "
         "ring chains; the old nearest-first trees). (3) Round filling: first fit leaves ports "
         "idle (12-16 of 18 possible flows per round on bcube(3,1)); greedy now takes the flows "

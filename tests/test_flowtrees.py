@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import build
-from arsched.algorithms.greedy import run_greedy
+from arsched.algorithms.greedy_trees import run_greedy
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
-from arsched.flowtrees import BROADCAST, REDUCE, FlowTreeEngine, build_trees
+from arsched.algorithms.flowtrees import BROADCAST, REDUCE, FlowTreeEngine, build_trees
 from arsched.sim import simulate_rounds
 from arsched.topology import bcube, fattree, parse_spec, star
 
@@ -109,7 +109,7 @@ def test_chains_reach_the_ring_bound_on_a_one_port_network():
 
 @pytest.mark.parametrize("shape", ["bfs", "balanced", "chain"])
 def test_greedy_on_every_shape_gives_valid_schedules(shape):
-    from arsched.algorithms.greedy import candidate_engines
+    from arsched.algorithms.greedy_trees import candidate_engines
 
     topo = parse_spec("dcell:n=2,k=1")
     e = candidate_engines(topo, tuple(topo.servers), 1e6, 2 * len(topo.servers))[shape]
@@ -119,7 +119,7 @@ def test_greedy_on_every_shape_gives_valid_schedules(shape):
 
 
 def test_fill_round_is_conflict_free_and_at_least_first_fit():
-    from arsched.algorithms.greedy import candidate_engines, critical_path, fill_round, first_fit, round_order
+    from arsched.algorithms.greedy_trees import candidate_engines, critical_path, fill_round, first_fit, round_order
 
     topo = parse_spec("bcube:n=3,k=1")
     e = candidate_engines(topo, tuple(topo.servers), 1e6, 36, shape="spt")["spt"]
@@ -169,7 +169,7 @@ def test_greedy_trees_tie_the_ring_where_it_is_at_the_bound(spec):
 def test_greedy_keeps_the_fastest_chunk_count(spec):
     """The default plan is no slower in the round model than greedy at either candidate chunk
     count given explicitly."""
-    from arsched.algorithms.greedy import default_chunks
+    from arsched.algorithms.greedy_trees import default_chunks
 
     topo = parse_spec(spec)
     n = len(topo.servers)

@@ -36,7 +36,7 @@ def test_ring_ilp_by_hand():
     # leaf-spine links at the full link rate, so the optimum is the job's gain at that rate
     import numpy as np
 
-    from arsched.cluster.schedulers.greedy import _Greedy
+    from arsched.cluster.schedulers.gadget import _Greedy
 
     st = random_instance(0)
     st.cluster = parse_cluster("leafspine:leaves=2,spines=1,servers_per_leaf=1,gpus=1")

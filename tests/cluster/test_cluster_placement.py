@@ -8,7 +8,7 @@ import pytest
 from arsched.cluster import parse_cluster
 from arsched.cluster.placement import FreeGPUs, fewest_servers, one_server
 from arsched.cluster.schedulers import SlotState, get_scheduler
-from arsched.cluster.schedulers import greedy as greedy_mod
+from arsched.cluster.schedulers import gadget as gadget_mod
 from arsched.cluster.synthetic import synthetic
 from arsched.cluster.utility import Objective
 
@@ -35,7 +35,7 @@ class _ScanGPUs(FreeGPUs):
         return one_server(self.free, need)
 
 
-class _Eager(greedy_mod._Greedy):
+class _Eager(gadget_mod._Greedy):
     """The straightforward reference embedding: every option built with the plain scans, tried
     in order until the previous ring or a one-server ring."""
 
@@ -69,7 +69,7 @@ def test_gadget_decides_as_with_plain_scans(monkeypatch, objective):
         fast = get_scheduler("gadget").decide(st)
         optimus = get_scheduler("optimus").decide(st)
         with monkeypatch.context() as m:
-            m.setattr(greedy_mod, "FreeGPUs", _ScanGPUs)
+            m.setattr(gadget_mod, "FreeGPUs", _ScanGPUs)
             assert get_scheduler("gadget").decide(st) == fast
             assert _Eager(st, aware=True, completion=False).run() == fast
             assert _Eager(st, aware=False, completion=True).run() == optimus

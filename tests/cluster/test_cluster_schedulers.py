@@ -106,7 +106,7 @@ def test_gadget_starts_a_job_its_utility_gave_up_on():
 
 
 def test_starving_jobs_are_placed_first_oldest_first(monkeypatch):
-    from arsched.cluster.schedulers import SlotState, greedy
+    from arsched.cluster.schedulers import SlotState, gadget
 
     wl = synthetic(6, seed=3)
     c = parse_cluster("star:n=2,gpus=2")
@@ -115,7 +115,7 @@ def test_starving_jobs_are_placed_first_oldest_first(monkeypatch):
     state = SlotState(float(wl.arrival.max() + 1000 * wl.duration.max()), 60.0, np.arange(len(wl)),
                       wl.work.copy(), np.zeros(len(wl)), {}, wl, c, Objective("jct"), 5e-6, 0)  # fmt: skip
     with monkeypatch.context() as m:
-        m.setattr(greedy, "STARVE_FACTOR", np.inf)
+        m.setattr(gadget, "STARVE_FACTOR", np.inf)
         assert get_scheduler("gadget").decide(state) == []  # the pure greedy runs nothing
     d = get_scheduler("gadget").decide(state)
     # oldest first at their request while they fit: job 2 (4 GPUs) no longer fits after 0 and 1

@@ -1,6 +1,15 @@
 """AllReduce algorithms, registered by name: `build(name, topology, ranks, nbytes, **params)`."""
 
-from arsched.algorithms import dbtree, greedy, hrl, multiring, native, packing, ps, rhd, ring  # noqa: F401  (registers the builders)
+from arsched.algorithms import (  # noqa: F401  (importing a module registers its builders)
+    dbtree,
+    dimension_ordered,
+    greedy_trees,
+    multiring,
+    packing,
+    ps,
+    rhd,
+    ring,
+)
 from arsched.algorithms.registry import (
     Algorithm,
     NotApplicable,

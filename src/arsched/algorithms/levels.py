@@ -52,8 +52,8 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components
 from arsched.algorithms.dbtree import tree_heights
 from arsched.algorithms.routes import Routes, intern, route
 from arsched.collective.schedule import ScheduleBuilder
+from arsched.csr import gather
 from arsched.errors import ArschedError
-from arsched.sim.paths import gather
 from arsched.topology.core import Topology
 
 CHUNKS = 2048  # chunks at most (each placed as a column of its own) ...

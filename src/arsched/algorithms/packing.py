@@ -68,6 +68,7 @@ from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import Routes, intern, route
 from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
@@ -81,7 +82,6 @@ DEPTH_SLACK = 0.005  # share of the optimum given up for shallower trees
 MWU_AFTER = 20  # column generation rounds before multiplicative weights step in
 MWU_EPSILON = 0.3  # price step of multiplicative weights
 TOLERANCE = 0.002  # stop when the rate is this close to the cut bound's
-DEFAULT_ALPHA = 5e-6  # the flow model's default per-transfer overhead
 NEAR = 0.02  # a pipeline this close to the bound (with barriers) is kept without weighing levels
 
 

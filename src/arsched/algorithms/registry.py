@@ -3,12 +3,18 @@
 Other tools and scripts rely on the names (`ps`, `sharded-ps`, `ring`, `rhd`, `dbtree`, ...).
 Every builder documents its source and what it optimises; one that does not apply to a
 topology raises `NotApplicable` with one sentence.
+
+Algorithms of higher layers or other packages register through the `arsched.algorithms` entry
+point group (a module whose import registers its builders): `hrl` lives in `arsched.rl`, which
+builds on this package, so this package never imports it. Entry points load on the first
+lookup.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
 from arsched.collective.schedule import Schedule
@@ -36,6 +42,22 @@ class Algorithm:
 
 
 _REGISTRY: dict[str, Algorithm] = {}
+_PLUGINS = "arsched.algorithms"  # the entry point group
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    """Import every module of the entry point group once; one that cannot be imported (a missing
+    optional dependency) registers nothing."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in sorted(entry_points(group=_PLUGINS), key=lambda e: e.name):
+        try:
+            ep.load()
+        except ImportError:
+            continue
 
 
 def register(name: str, summary: str) -> Callable[[Builder], Builder]:
@@ -67,11 +89,14 @@ ORDER = (
 
 def algorithms() -> list[Algorithm]:
     """Every registered algorithm: baselines first, then the topology-aware ones."""
+    _load_plugins()
     rank = {name: i for i, name in enumerate(ORDER)}
     return sorted(_REGISTRY.values(), key=lambda a: (rank.get(a.name, len(ORDER)), a.name))
 
 
 def get(name: str) -> Algorithm:
+    """The algorithm registered under `name`; an `UnknownAlgorithm` error names the choices."""
+    _load_plugins()
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from arsched.collective.schedule import ScheduleBuilder
-from arsched.sim.paths import gather
+from arsched.csr import gather
 from arsched.topology.core import Topology
 
 

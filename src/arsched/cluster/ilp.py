@@ -27,9 +27,10 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from arsched.cluster.cluster import parse_cluster
 from arsched.cluster.network import intra_cap, ring_links
 from arsched.cluster.schedulers.base import SlotState
-from arsched.cluster.schedulers.greedy import _Greedy
+from arsched.cluster.schedulers.gadget import _Greedy
 from arsched.cluster.synthetic import synthetic
 from arsched.cluster.utility import Objective
+from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
 
 MAX_RING_SERVERS = 6  # the ring-enumerating ILP's limit (placements grow as (G+1)^servers)
@@ -175,4 +176,4 @@ def random_instance(seed: int, objective: str = "jct", leafspine: bool = False) 
                       np.minimum(wl.gpus, 4), np.minimum(wl.max_workers, 8), wl.name)  # fmt: skip
     left = wl.work * rng.uniform(0.1, 1.0, len(wl))
     return SlotState(float(wl.arrival.max()), 30.0, np.arange(len(wl)), left, np.zeros(len(wl)), {}, wl, c,
-                     Objective(objective), 5e-6, seed)  # fmt: skip
+                     Objective(objective), DEFAULT_ALPHA, seed)  # fmt: skip

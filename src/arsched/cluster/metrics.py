@@ -8,16 +8,14 @@ GPUs consolidated on an empty cluster; Jain's index is over the normalised speed
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from arsched.cluster.cluster import Cluster
+from arsched.cluster.config import SimConfig
 from arsched.cluster.jobs import Workload
 from arsched.cluster.network import throughput
-
-if TYPE_CHECKING:
-    from arsched.cluster.simulator import SimConfig
 
 BUSY_WATTS = 300.0
 IDLE_WATTS = 60.0

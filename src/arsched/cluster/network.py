@@ -27,7 +27,6 @@ from arsched.sim.maxmin import maxmin_rates
 from arsched.sim.paths import CompiledPaths
 
 MODES = ("reserved", "shared", "ideal")
-DEFAULT_ALPHA = 5e-6  # s per ring step, as the flow model's per-transfer overhead
 
 Placement = tuple[tuple[int, int], ...]
 

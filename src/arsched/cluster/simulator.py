@@ -12,35 +12,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from arsched.cluster.cluster import Cluster
+from arsched.cluster.config import SimConfig
 from arsched.cluster.jobs import Workload
 from arsched.cluster.metrics import RunResult, summarise
-from arsched.cluster.network import DEFAULT_ALPHA, MODES, ring_bandwidth, throughput
+from arsched.cluster.network import MODES, ring_bandwidth, throughput
 from arsched.cluster.schedulers import Scheduler, SlotState
-from arsched.cluster.utility import Objective
 from arsched.errors import ArschedError
 
 HORIZON = 10  # see horizon_slots
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    network: str = "reserved"
-    objective: Objective = field(default_factory=Objective)
-    slot: float | None = None  # s; None: a tenth of the median job duration, 1 s .. 10 min
-    restart: float = 0.0  # s of progress lost when a running job's GPUs change
-    alpha: float = DEFAULT_ALPHA
-    seed: int = 0
-    max_slots: int | None = None  # None: a horizon far past any reasonable makespan (see horizon)
-
-    def slot_for(self, workload: Workload) -> float:
-        if self.slot is not None:
-            return self.slot
-        return float(min(max(round(float(np.median(workload.duration)) / 10.0), 1.0), 600.0))
 
 
 def horizon_slots(workload: Workload, cluster: Cluster, dt: float) -> int:

@@ -163,7 +163,7 @@ def _topology(spec: str):
 
 
 def _run_algorithm(p: dict[str, Any], _folder: Path, _task_id: str) -> dict[str, Any]:
-    from arsched.compare import run_one
+    from arsched.algorithms.evaluate import run_one
     from arsched.units import parse_size, parse_time
 
     topo = _topology(p["topology"])
@@ -330,7 +330,7 @@ def _run_rl(p: dict[str, Any], folder: Path, task_id: str) -> dict[str, Any]:
     """Train `hrl` on one topology into the task's checkpoint folder (kept: a finished training
     is not repeated; one cut short starts afresh, so the weights never depend on where it was
     cut), then build, validate and simulate it beside greedy-trees in both models."""
-    from arsched.compare import run_one
+    from arsched.algorithms.evaluate import run_one
     from arsched.rl.training import TrainConfig, train
     from arsched.units import parse_size
 

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.algorithms.common import check_ranks, chunk_multiple
-from arsched.algorithms.greedy import (
+from arsched.algorithms.flowtrees import REDUCE, FlowTreeEngine
+from arsched.algorithms.greedy_trees import (
     best_engine,
     critical_path,
     fill_round,
@@ -29,7 +30,6 @@ from arsched.algorithms.greedy import (
     round_order,
 )
 from arsched.errors import ArschedError
-from arsched.flowtrees import REDUCE, FlowTreeEngine
 from arsched.topology.core import Topology
 
 

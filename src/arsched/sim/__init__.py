@@ -1,6 +1,7 @@
 """Simulators: the round model of the RL paper and a continuous max-min flow model."""
 
-from arsched.sim.flow import DEFAULT_ALPHA, simulate_flow
+from arsched.defaults import DEFAULT_ALPHA
+from arsched.sim.flow import simulate_flow
 from arsched.sim.result import SimResult
 from arsched.sim.rounds import RoundEngine, simulate_rounds
 

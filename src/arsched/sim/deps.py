@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from arsched.collective.schedule import Schedule
-from arsched.sim.paths import gather
+from arsched.csr import gather
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from arsched.collective.schedule import Schedule
+from arsched.csr import gather
+from arsched.defaults import DEFAULT_ALPHA
 from arsched.sim.deps import Dependencies, Readiness, derive
 from arsched.sim.maxmin import incidence, maxmin_rates
-from arsched.sim.paths import CompiledPaths, compile_paths, gather, step_groups
+from arsched.sim.paths import CompiledPaths, compile_paths, step_groups
 from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
 
-DEFAULT_ALPHA = 5e-6
 _REL = 1e-9  # relative time tolerance for simultaneous events and touching intervals
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arsched.sim.paths import CompiledPaths, gather
+from arsched.csr import gather
+from arsched.sim.paths import CompiledPaths
 
 
 def incidence(flows: np.ndarray, cp: CompiledPaths) -> tuple[np.ndarray, np.ndarray]:

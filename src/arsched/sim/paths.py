@@ -50,13 +50,6 @@ def compile_paths(schedule: Schedule) -> CompiledPaths:
     return CompiledPaths(ptr, links, owner, path_lat[pid], path_bn[pid])
 
 
-def gather(ptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the entries of `rows` in a CSR layout (entries ptr[r] .. ptr[r+1]−1 of each
-    row, rows in the order given), and each row's entry count."""
-    lens = ptr[rows + 1] - ptr[rows]
-    return np.repeat(ptr[rows] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum()), lens
-
-
 def step_groups(schedule: Schedule) -> tuple[np.ndarray, list[np.ndarray]]:
     """Dense step numbers 0..S−1 of every transfer, and the transfers of each step (stored
     order within a step)."""

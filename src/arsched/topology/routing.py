@@ -11,15 +11,31 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
 from arsched.errors import TopologyError
+from arsched.topology.compiled import CompiledTopology
 
 if TYPE_CHECKING:
-    from arsched.topology.core import Topology
+    import networkx as nx
+
+
+class Routable(Protocol):
+    """What routing reads of a topology (`arsched.topology.Topology` is one); a protocol keeps
+    routing below the Topology class that caches a Router."""
+
+    name: str
+
+    @property
+    def compiled(self) -> CompiledTopology: ...
+
+    def kind(self, node: str) -> str: ...
+
+    def to_networkx(self) -> nx.DiGraph: ...
+
 
 UNREACHABLE = np.iinfo(np.int32).max
 
@@ -27,7 +43,7 @@ UNREACHABLE = np.iinfo(np.int32).max
 class Router:
     """Routes of one topology. Obtain it as `topology.router` (cached per topology)."""
 
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Routable) -> None:
         self.topology = topology
         c = topology.compiled
         self._c = c

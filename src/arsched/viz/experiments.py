@@ -2,7 +2,7 @@
 
 Rows are the dicts of `arsched.experiments.read_rows` (strings from the CSV). Runs of one config
 topology spec over several seeds (Jellyfish) are drawn as their mean with a min-max bar. Cluster
-runs are drawn with `arsched.cluster.plots`, from the JCTs and utilisation series in their rows.
+runs are drawn with `arsched.viz.cluster`, from the JCTs and utilisation series in their rows.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def by_scheduler(rows: Rows) -> dict[tuple[str, str], list[dict[str, str]]]:
 def cluster_panels(rows: Rows) -> bytes | None:
     """Two panels: the JCT CDF and the GPU utilisation over time of every scheduler and network
     mode (of its first seed) on one trace and cluster."""
-    from arsched.cluster.plots import draw_jct_cdf, draw_utilization
+    from arsched.viz.cluster import draw_jct_cdf, draw_utilization
 
     if not rows:
         return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
-from arsched.cluster.schedulers.greedy import GADGET, Optimus, RandomPlacement
+from arsched.cluster.schedulers.gadget import GADGET, Optimus, RandomPlacement
 from arsched.cluster.schedulers.rigid import FIFO, SJF, Tiresias
 from arsched.errors import ArschedError
 

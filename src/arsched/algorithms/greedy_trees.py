@@ -1,6 +1,6 @@
 """Greedy flow-tree scheduling: the hierarchical-RL paper's pipeline with fixed policies.
 
-Every chunk gets a flow tree (`arsched.flowtrees.build_trees`; by default 4 chunks per rank,
+Every chunk gets a flow tree (`arsched.algorithms.flowtrees.build_trees`; by default 4 chunks per rank,
 so that pipeline fill and drain cost little beside the link-load bound); every round all trees
 are selected (the upper level's choice) and flows are picked one at a time, those crossing
 the link with the most flows left first, then the longest remaining critical path, skipping
@@ -18,9 +18,9 @@ from fractions import Fraction
 import numpy as np
 
 from arsched.algorithms.common import check_ranks, check_size, chunk_multiple, ring_order
+from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_trees
 from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule
-from arsched.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_trees
 from arsched.topology.core import Topology
 
 
@@ -158,7 +158,7 @@ def candidate_engines(
     algorithm: str = "greedy-trees",
     shape: str | None = None,
 ) -> dict[str, FlowTreeEngine]:
-    """One engine per tree shape (`arsched.flowtrees.SHAPES`, or only `shape`; chains follow
+    """One engine per tree shape (`arsched.algorithms.flowtrees.SHAPES`, or only `shape`; chains follow
     the ring order)."""
     order = ring_order(topology, ranks)
     index = {r: i for i, r in enumerate(ranks)}

@@ -1,20 +1,13 @@
-"""The `arsched` Typer app and the small helpers every command module shares.
-
-`arsched.cli` holds the core commands; each module of `arsched.commands` adds its own commands
-to the same `app` when imported, so a new capability brings its commands without touching the
-core.
-"""
+"""What every command module shares: the topology help text, the console, JSON output and
+the output-path check made before any work starts."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 import sys
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.console import Console
 
 from arsched.errors import ArschedError
@@ -27,18 +20,6 @@ SPEC_HELP = (
     "or a file: .json, .graphml, or a .csv host list with columns ip,DSW,PSW,ASW."
 )
 
-app = typer.Typer(
-    name="arsched",
-    help=(
-        "AllReduce scheduling for data-center and GPU-cluster networks.\n\n"
-        "Start with `arsched topology bcube:n=4,k=1` to see a network and its AllReduce lower "
-        "bound, `arsched bound --topology torus:dims=4x4 --size 100MB` for the bound of one "
-        "size, and `arsched validate FILE.json` to prove a schedule computes the right sum."
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 out = Console()
 
 
@@ -55,11 +36,3 @@ def check_output(path: Path | None, suffixes: tuple[str, ...], what: str) -> Non
         raise ArschedError(f"{what} {path} must end in {' or '.join(suffixes)}")
     if not path.parent.exists():
         raise ArschedError(f"cannot write {path}: folder {path.parent} does not exist")
-
-
-def import_commands() -> None:
-    """Import every module of `arsched.commands`, each of which registers its commands on `app`."""
-    import arsched.commands as pkg
-
-    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
-        importlib.import_module(f"arsched.commands.{mod}")

@@ -7,12 +7,11 @@ from typing import Annotated
 
 import typer
 
-from arsched.cliapp import app, out
+from arsched.cli.common import out
 from arsched.errors import ArschedError
 from arsched.fileio import write_atomic
 
 
-@app.command("sweep")
 def sweep_cmd(
     config: Annotated[
         Path,
@@ -102,7 +101,6 @@ def sweep_cmd(
         raise typer.Exit(1)
 
 
-@app.command("report")
 def report_cmd(
     folders: Annotated[
         list[Path], typer.Argument(help="Results folders written by arsched sweep.", show_default=False)
@@ -119,3 +117,9 @@ def report_cmd(
 
     path = write_report(folders, out_dir)
     out.print(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to `app`."""
+    app.command("sweep")(sweep_cmd)
+    app.command("report")(report_cmd)

@@ -9,13 +9,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from arsched.cliapp import SPEC_HELP, app, check_output, emit_json, out
+from arsched.cli.common import SPEC_HELP, check_output, emit_json, out
 from arsched.errors import ArschedError
 
 SCHEDULE_ARG = typer.Argument(help="A schedule in arsched.schedule/1 JSON.", show_default=False)
 
 
-@app.command("run")
 def run_cmd(
     file: Annotated[Path, SCHEDULE_ARG],
     backend: Annotated[str, typer.Option(help="gloo (CPU processes) or nccl (one GPU per rank).")] = "gloo",
@@ -65,7 +64,6 @@ def run_cmd(
         raise typer.Exit(1)
 
 
-@app.command("export")
 def export_cmd(
     file: Annotated[Path, SCHEDULE_ARG],
     out_file: Annotated[Path, typer.Option("--out", "-o", help="Where to write (.xml).", show_default=False)],
@@ -95,7 +93,6 @@ def export_cmd(
     out.print(f"wrote {out_file}: {schedule.algorithm}, {schedule.num_ranks} gpus, {len(schedule)} transfers")
 
 
-@app.command("import")
 def import_cmd(
     file: Annotated[Path, typer.Argument(help="An MSCCL XML algorithm file.", show_default=False)],
     topology_spec: Annotated[str, typer.Option("--topology", "-t", help=SPEC_HELP, show_default=False)],
@@ -136,3 +133,10 @@ def import_cmd(
     sys.stdout.write(
         f"wrote {out_file}: {len(schedule)} transfers in {schedule.num_steps} steps, valid AllReduce\n"
     )
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to `app`."""
+    app.command("run")(run_cmd)
+    app.command("export")(export_cmd)
+    app.command("import")(import_cmd)

@@ -9,7 +9,7 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from arsched.cliapp import app, emit_json, out
+from arsched.cli.common import emit_json, out
 from arsched.errors import ArschedError
 
 cluster_app = typer.Typer(
@@ -21,7 +21,7 @@ cluster_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(cluster_app, name="cluster")
+
 
 DEFAULT_CLUSTER = "leafspine:leaves=8,spines=4,servers_per_leaf=8,gpus=8"
 TRACE_HELP = (
@@ -200,7 +200,7 @@ def compare(
 
     results = _run_all(wl, cl, [(n, m) for m in modes for n in names], config_for, json_out)
     if plot is not None:
-        from arsched.cluster.plots import plot_runs
+        from arsched.viz.cluster import plot_runs
 
         plot_runs(results, plot)
     if json_out:
@@ -213,3 +213,8 @@ def compare(
     out.print(_table(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {results[0].slot_s:g} s", results))
     if plot is not None:
         out.print(f"plots in {plot}/: jct_cdf.png, utilization.png, utility.png")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `arsched cluster run|compare` to `app`."""
+    app.add_typer(cluster_app, name="cluster")

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from arsched.algorithms import NotApplicable, algorithms, build
-from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
+from arsched.algorithms.registry import NotApplicable, algorithms, build
+from arsched.defaults import default_alpha
+from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology.core import Topology
 
 
@@ -45,7 +46,7 @@ def run_one(
     it; an algorithm that does not apply gives a row with the reason in `note`."""
     from arsched.collective import validate
 
-    a = (DEFAULT_ALPHA if model == "flow" else 0.0) if alpha is None else alpha
+    a = default_alpha(model) if alpha is None else alpha
     nan = float("nan")
     t0 = time.perf_counter()
     try:

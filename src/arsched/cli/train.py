@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from arsched.cliapp import SPEC_HELP, app, out
+from arsched.cli.common import SPEC_HELP, out
 from arsched.errors import ArschedError
 
 
@@ -23,7 +23,6 @@ def _net_arch(text: str) -> tuple[int, ...]:
     return arch
 
 
-@app.command()
 def train(
     topologies: Annotated[
         list[str], typer.Option("--topology", "-t", help=SPEC_HELP + " Repeat to train on several.")
@@ -113,3 +112,8 @@ def train(
         for spec, r, g in zip(meta["topologies"], meta["rounds"], meta["greedy_rounds"], strict=True)
     )
     out.print(f"wrote {out_dir} after {meta['train_seconds']:.1f} s: {rounds}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to `app`."""
+    app.command()(train)

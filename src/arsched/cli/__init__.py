@@ -1,0 +1,60 @@
+"""The `arsched` command line.
+
+One Typer app; every module here adds the commands of one group through its `register(app)`,
+called below in the order `arsched --help` lists them. Every bad input ends with one sentence on
+stderr and exit code 2; a schedule that is well formed but wrong ends `validate` with exit code
+1. Nothing below this package prints.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from arsched.cli import cluster, experiments, network, runtime, schedules, train
+from arsched.errors import ArschedError
+
+app = typer.Typer(
+    name="arsched",
+    help=(
+        "AllReduce scheduling for data-center and GPU-cluster networks.\n\n"
+        "Start with `arsched topology bcube:n=4,k=1` to see a network and its AllReduce lower "
+        "bound, `arsched bound --topology torus:dims=4x4 --size 100MB` for the bound of one "
+        "size, and `arsched validate FILE.json` to prove a schedule computes the right sum."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for _group in (network, schedules, runtime, experiments, train, cluster):
+    _group.register(app)
+
+
+def _usage_error(e: Exception) -> bool:
+    """True for the command-line parser's usage errors (typer's vendored or plain click)."""
+    return getattr(e, "exit_code", None) == 2 and hasattr(e, "format_message")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: turn every bad input into one sentence on stderr and exit code 2."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except typer.Exit as e:
+        code = e.exit_code
+    except typer.Abort:
+        code = 130
+    except (ArschedError, OSError) as e:
+        sys.stderr.write(f"error: {e}\n")
+        code = 2
+    except Exception as e:
+        if not _usage_error(e):
+            raise
+        msg = " ".join(e.format_message().split())
+        if not msg:  # bare `arsched`: the help was shown
+            sys.exit(0)
+        ctx = getattr(e, "ctx", None)
+        cmd = ctx.command_path if ctx is not None else "arsched"
+        sys.stderr.write(f"error: {msg} (see {cmd} --help)\n")
+        code = 2
+    sys.exit(code or 0)
