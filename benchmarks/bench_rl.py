@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from arsched.algorithms import build
-from arsched.collective import validate
 from arsched.algorithms.evaluate import compare
+from arsched.collective import validate
 from arsched.rl.envs import TreeSelectEnv, WorkloadEnv
 from arsched.rl.training import TrainConfig, train
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import build
+from arsched.algorithms.flowtrees import BROADCAST, REDUCE, FlowTreeEngine, build_trees
 from arsched.algorithms.greedy_trees import run_greedy
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
-from arsched.algorithms.flowtrees import BROADCAST, REDUCE, FlowTreeEngine, build_trees
 from arsched.sim import simulate_rounds
 from arsched.topology import bcube, fattree, parse_spec, star
 
@@ -119,7 +119,13 @@ def test_greedy_on_every_shape_gives_valid_schedules(shape):
 
 
 def test_fill_round_is_conflict_free_and_at_least_first_fit():
-    from arsched.algorithms.greedy_trees import candidate_engines, critical_path, fill_round, first_fit, round_order
+    from arsched.algorithms.greedy_trees import (
+        candidate_engines,
+        critical_path,
+        fill_round,
+        first_fit,
+        round_order,
+    )
 
     topo = parse_spec("bcube:n=3,k=1")
     e = candidate_engines(topo, tuple(topo.servers), 1e6, 36, shape="spt")["spt"]
