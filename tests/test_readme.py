@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from arsched.collective import load, numeric_check, validate
+from arsched.algorithms import build
+from arsched.bounds import lower_bound
+from arsched.collective import dumps, load, numeric_check, validate
+from arsched.topology import bcube
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,8 +19,19 @@ def blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
 
 
-def test_readme_python_block_runs(capsys):
+def test_readme_public_api_block_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
     exec(compile(blocks()[0], "README.md", "exec"), {})
+    ok, timing, bound = capsys.readouterr().out.splitlines()
+    time_s, bound_s, gap = map(float, timing.split())
+    topo = bcube(4, 1)
+    assert ok == "True" and gap == pytest.approx(time_s / bound_s) and gap >= 1 - 1e-9
+    assert float(bound) == pytest.approx(lower_bound(topo, nbytes=256e6))
+    assert dumps(load(tmp_path / "bcube.json")) == dumps(build("bcube-native", topo, nbytes=256e6))
+
+
+def test_readme_python_block_runs(capsys):
+    exec(compile(blocks()[1], "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     # the bound printed is BCube(4,1)'s 2*T_AG = 2 * (M/16) * 15 / (2 * B) for M = 100 MB
     assert float(out[0]) == pytest.approx(2 * (100e6 / 16) * 15 / (2 * 12.5e9))
@@ -38,7 +52,7 @@ def test_readme_simulation_block_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["ring_schedule.py", "ring.json"])
     runpy.run_path(str(ROOT / "examples" / "ring_schedule.py"), run_name="__main__")
     capsys.readouterr()
-    exec(compile(blocks()[1], "README.md", "exec"), {})
+    exec(compile(blocks()[2], "README.md", "exec"), {})
     time_s, bound_s, gap, rounds = capsys.readouterr().out.split()
     assert float(time_s) >= float(bound_s) and float(gap) == pytest.approx(float(time_s) / float(bound_s))
     # the ring on BCube(4,1) has no link conflict within a step: one round per step, 2(N-1) steps
