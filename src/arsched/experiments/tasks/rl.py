@@ -75,7 +75,7 @@ def run(p: RLParams, folder: Path, task_id: str) -> RLResult:
     meta = _trained(path, config)
     if meta is None:
         shutil.rmtree(path, ignore_errors=True)
-        meta = train(config, progress=False)
+        meta = train(config)
     topo = topology(p.topology)
     size = parse_size(p.size)
     hrl = {m: run_one(topo, "hrl", size, m, params={"checkpoint": str(path)}) for m in ("rounds", "flow")}
