@@ -138,20 +138,19 @@ def main() -> None:
 
     lower_rate, upper_rate = env_speed(seconds=1.0 if args.quick else 3.0)
     t0 = time.perf_counter()
-    bar = sys.stderr.isatty()
 
     def config(specs: list[str], n: int, out: Path, warm: bool = True) -> TrainConfig:
         return TrainConfig(
             specs,
-            n,
-            out,
+            out=out,
+            steps=n,
             phases=args.phases,
             warm_start=warm,
             self_imitation=args.self_imitation,
             explore=args.explore,
         )
 
-    train(config(GENERAL_SET, general_steps, work / "general"), progress=bar)
+    train(config(GENERAL_SET, general_steps, work / "general"))
     general_time = time.perf_counter() - t0
 
     rows, flow_rows, tally = (
@@ -164,13 +163,13 @@ def main() -> None:
         base = baselines(topo)
         variants = {}
         t0 = time.perf_counter()
-        train(config([spec], steps, work / "warm"), progress=bar)
+        train(config([spec], steps, work / "warm"))
         train_s = time.perf_counter() - t0
         variants["hrl"], infer_s = run_hrl(topo, work / "warm")
         variants["best"], _ = run_hrl(topo, work / "warm", args.samples)
         variants["general"], _ = run_hrl(topo, work / "general")
         if args.cold:
-            train(config([spec], steps, work / "cold", warm=False), progress=bar)
+            train(config([spec], steps, work / "cold", warm=False))
             variants["cold"], _ = run_hrl(topo, work / "cold")
         h, g = variants["hrl"], base["greedy-trees"]
         tally["ps"] += h["rtime"] < base["ps"]["rtime"]

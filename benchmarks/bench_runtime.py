@@ -23,7 +23,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _table import markdown, publish
 from arsched.algorithms import NotApplicable, build
 from arsched.runtime.executor import run_schedules
-from arsched.runtime.msccl import to_xml
+from arsched.runtime.msccl_export import to_xml
 from arsched.topology import parse_spec
 
 NAMES = ("ps", "sharded-ps", "ring", "multi-ring", "dbtree", "rhd", "tree-packing", "greedy-trees")

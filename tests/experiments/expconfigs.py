@@ -1,4 +1,9 @@
-"""Small experiment configs shared by the tests in this folder."""
+"""Small experiment configs shared by the tests in this folder, and how their errors read."""
+
+import pytest
+import yaml
+
+from arsched.experiments import ConfigError, parse_config
 
 SMALL = """\
 name: small
@@ -11,3 +16,14 @@ runs:
     seeds: [1, 2]
     models: [flow, rounds]
 """
+
+
+def config_error(text: str, old: str, new: str) -> str:
+    """The ConfigError message of config `text` with `old` replaced by `new`: one line that
+    names the file."""
+    assert old in text
+    with pytest.raises(ConfigError) as e:
+        parse_config(yaml.safe_load(text.replace(old, new)), "c.yaml")
+    message = str(e.value)
+    assert message.startswith("c.yaml: ") and "\n" not in message
+    return message

@@ -10,14 +10,16 @@ import re
 import numpy as np
 import pytest
 import yaml
+from expconfigs import config_error
 
 from arsched.cluster import SimConfig, load_trace, parse_cluster, simulate
 from arsched.cluster.metrics import JSON_KEYS
 from arsched.cluster.schedulers import get_scheduler
 from arsched.cluster.utility import Objective
-from arsched.experiments import ConfigError, expand, parse_config, read_rows, sweep
+from arsched.experiments import expand, parse_config, read_rows, sweep
 from arsched.experiments.report import render
-from arsched.experiments.tasks import KINDS, TIMING_COLUMNS, UTILIZATION_POINTS, _utilization_json
+from arsched.experiments.tasks import KINDS, TIMING_COLUMNS
+from arsched.experiments.tasks.cluster import UTILIZATION_POINTS, utilization_json
 from clihelp import run
 
 # Six jobs of the Tiresias trace format; models from the zoo, at most 8 GPUs of the cluster's 16.
@@ -97,7 +99,7 @@ def test_long_utilisation_series_are_averaged_in_groups():
     # a linear series over 1000 slots of 2 s: each group's mean is the mean of its ends, and the
     # groups (recovered from their start times) weighted by their sizes add up to the whole
     util = np.linspace(0.0, 0.999, 1000)
-    data = json.loads(_utilization_json(np.arange(1000) * 2.0, util))
+    data = json.loads(utilization_json(np.arange(1000) * 2.0, util))
     first = (np.array(data["t_s"]) / 2).astype(int)
     assert len(first) == UTILIZATION_POINTS and first[0] == 0
     last = np.append(first[1:], 1000) - 1
@@ -152,6 +154,4 @@ def test_the_report_has_a_cluster_section(swept):
     ],
 )
 def test_config_errors_name_the_key(old, new, expected):
-    with pytest.raises(ConfigError) as e:
-        parse_config(yaml.safe_load(_config("synthetic:jobs=5").replace(old, new)), "c.yaml")
-    assert f"runs[0].{expected}" in str(e.value)
+    assert f"runs[0].{expected}" in config_error(_config("synthetic:jobs=5"), old, new)

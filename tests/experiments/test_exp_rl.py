@@ -11,7 +11,8 @@ from arsched.algorithms import build
 from arsched.collective import validate
 from arsched.experiments import expand, parse_config, read_rows, sweep
 from arsched.experiments.report import render
-from arsched.experiments.tasks import TIMING_COLUMNS, checkpoint_folder
+from arsched.experiments.tasks import TIMING_COLUMNS
+from arsched.experiments.tasks.rl import checkpoint_folder
 from arsched.rl import checkpoint
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology import parse_spec

@@ -132,13 +132,11 @@ def test_cli_sweep_and_dry_run(capsys, small_config, tmp_path):
         assert_one_line_error(code, err)
 
 
-def test_failed_tasks_are_reported_and_retried(capsys, monkeypatch, small_config, tmp_path):
-    from arsched.algorithms.registry import _REGISTRY, Algorithm
-
+def test_failed_tasks_are_reported_and_retried(capsys, temporary_algorithm, small_config, tmp_path):
     def flaky(topology, ranks, nbytes):
         raise RuntimeError("out of memory")
 
-    monkeypatch.setitem(_REGISTRY, "flaky", Algorithm("flaky", flaky, "test"))
+    temporary_algorithm("flaky", flaky)
     small_config.write_text(small_config.read_text().replace("{name: rhd, label: halving-doubling}", "flaky"))
     out = tmp_path / "r"
     code, text, _ = run(capsys, "sweep", str(small_config), "--out", str(out), "--workers", "1")

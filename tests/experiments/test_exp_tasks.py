@@ -9,7 +9,6 @@ import yaml
 from expconfigs import SMALL
 
 from arsched.algorithms import build
-from arsched.algorithms.registry import _REGISTRY, Algorithm
 from arsched.collective import ScheduleBuilder, validate
 from arsched.experiments import expand, parse_config
 from arsched.experiments.tasks import execute
@@ -73,13 +72,13 @@ def test_row_matches_a_hand_run():
             assert abs(row["bound_rounds"] - sim.rounds * sim.bound_s / sim.time_s) < 1e-12
 
 
-def test_an_invalid_schedule_fails_the_task(monkeypatch):
+def test_an_invalid_schedule_fails_the_task(temporary_algorithm):
     def broken(topology, ranks, nbytes):
         b = ScheduleBuilder(topology, topology.servers, nbytes, num_chunks=1, algorithm="broken")
         b.add(step=0, chunk=0, src=topology.servers[0], dst=topology.servers[1], op="reduce")
         return b.build()
 
-    monkeypatch.setitem(_REGISTRY, "broken", Algorithm("broken", broken, "test"))
+    temporary_algorithm("broken", broken)
     tasks = _tasks(SMALL.replace("[ps, ring, {name: rhd, label: halving-doubling}]", "[broken]"))
     _, row, error = execute(tasks[0])
     assert row is None

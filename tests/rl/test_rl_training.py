@@ -13,7 +13,8 @@ from arsched.collective import validate
 from arsched.errors import ArschedError
 from arsched.rl import checkpoint
 from arsched.rl import features as ft
-from arsched.rl.policy import LEVELS, Actor, make_policy, schedule_with
+from arsched.rl.config import LEVELS
+from arsched.rl.policy import Actor, make_policy, schedule_with
 from arsched.rl.state import RoundState, all_trees, first_candidate, run_episode
 from arsched.rl.training import MODE_LOGP, TrainConfig, best_sampled_episodes, evaluate, imitate, train
 from arsched.topology import parse_spec
@@ -27,7 +28,7 @@ def cold(tmp_path_factory):
     """A policy trained from scratch for a few seconds (so it is not the greedy heuristic)."""
     out = tmp_path_factory.mktemp("cold")
     cfg = TrainConfig(TRAIN, steps=700, out=out, phases=2, warm_start=False, seed=3, self_imitation=0)
-    meta = train(cfg, progress=False)
+    meta = train(cfg)
     return out, meta
 
 
@@ -61,10 +62,10 @@ def test_a_trained_policy_gives_valid_schedules_on_seen_and_unseen_topologies(co
 
 def test_warm_start_reproduces_greedy_and_resume_continues(tmp_path):
     cfg = TrainConfig(TRAIN[:1], steps=400, out=tmp_path, phases=1, seed=0, self_imitation=2)
-    first = train(cfg, progress=False)
+    first = train(cfg)
     assert first["rounds"] == first["greedy_rounds"]  # imitation alone already matches greedy
     cfg.phases, cfg.resume = 2, True
-    second = train(cfg, progress=False)
+    second = train(cfg)
     assert second["phases_done"] == 2 and second["rounds"][0] <= first["greedy_rounds"][0]
     levels = [r["level"] for r in csv.DictReader((tmp_path / "log.csv").open())]
     assert levels == ["imitation", "lower", "self-imitation", "upper", "self-imitation"]
@@ -72,9 +73,9 @@ def test_warm_start_reproduces_greedy_and_resume_continues(tmp_path):
 
 def test_resume_refuses_other_topologies_and_missing_checkpoints(tmp_path, cold):
     with pytest.raises(ArschedError, match="no checkpoint"):
-        train(TrainConfig(TRAIN, steps=10, out=tmp_path, resume=True), progress=False)
+        train(TrainConfig(TRAIN, steps=10, out=tmp_path, resume=True))
     with pytest.raises(ArschedError, match="other topologies"):
-        train(TrainConfig(TRAIN[:1], steps=10, out=cold[0], resume=True), progress=False)
+        train(TrainConfig(TRAIN[:1], steps=10, out=cold[0], resume=True))
 
 
 def test_checkpoints_load_weights_only_and_refuse_bad_files(tmp_path, cold):

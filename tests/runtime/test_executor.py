@@ -12,8 +12,8 @@ import arsched.runtime.executor as executor
 from arsched.algorithms import NotApplicable, algorithms, build
 from arsched.collective import save
 from arsched.errors import ArschedError
+from arsched.runtime import from_xml, to_xml
 from arsched.runtime.executor import ExecutionError, Fault, run_schedule, run_schedules
-from arsched.runtime.msccl import from_xml, to_xml
 from arsched.topology import parse_spec
 from clihelp import assert_one_line_error, run
 

@@ -14,7 +14,7 @@ from mscclsim import run_xml
 
 from arsched.algorithms import NotApplicable, algorithms, build
 from arsched.collective import load, save, validate
-from arsched.runtime.msccl import MscclFormatError, from_xml, save_xml, to_xml
+from arsched.runtime import MscclFormatError, from_xml, save_xml, to_xml
 from arsched.topology import parse_spec
 from clihelp import assert_one_line_error, run
 

@@ -72,6 +72,13 @@ def register(name: str, summary: str) -> Callable[[Builder], Builder]:
     return wrap
 
 
+def unregister(name: str) -> None:
+    """Remove the algorithm registered under `name` (one registered for a while, as by a test);
+    an `UnknownAlgorithm` error if there is none."""
+    if _REGISTRY.pop(name, None) is None:
+        raise UnknownAlgorithm(f"unknown algorithm {name!r}")
+
+
 ORDER = (
     "ps",
     "sharded-ps",

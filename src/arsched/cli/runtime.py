@@ -80,7 +80,8 @@ def export_cmd(
     thread blocks from the schedule's step semantics. Check the file with `arsched import`.
     """
     from arsched.collective import load
-    from arsched.runtime.msccl import MAX_BYTES, save_xml
+    from arsched.runtime.msccl_export import save_xml
+    from arsched.runtime.msccl_format import MAX_BYTES
     from arsched.units import parse_size
 
     if fmt != "msccl-xml":
@@ -116,7 +117,7 @@ def import_cmd(
     scratch buffer or a malformed file is reported in one sentence (exit 2).
     """
     from arsched.collective import save
-    from arsched.runtime.msccl import load_xml
+    from arsched.runtime.msccl_import import load_xml
     from arsched.topology import parse_spec
     from arsched.units import parse_size
 

@@ -8,19 +8,32 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from arsched.cli.common import SPEC_HELP, out
 from arsched.errors import ArschedError
+from arsched.rl.config import TrainConfig
+
+D = TrainConfig.default
 
 
 def _net_arch(text: str) -> tuple[int, ...]:
+    """Layer widths from "64,64" (TrainConfig checks that they are positive)."""
     try:
-        arch = tuple(int(x) for x in text.split(","))
+        return tuple(int(x) for x in text.split(","))
     except ValueError:
-        arch = ()
-    if not arch or min(arch) <= 0:
-        raise ArschedError(f"--net-arch must be positive layer widths joined by ',', got {text!r}")
-    return arch
+        raise ArschedError(f"--net-arch must be positive layer widths joined by ',', got {text!r}") from None
+
+
+def _progress_bar(enabled: bool):
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not enabled,
+        transient=False,
+    )
 
 
 def train(
@@ -30,39 +43,41 @@ def train(
     out_dir: Annotated[
         Path, typer.Option("--out", "-o", help="Checkpoint folder (created; overwritten unless --resume).")
     ],
-    steps: Annotated[int, typer.Option(help="Environment steps of both levels in total.")] = 20_000,
-    seed: Annotated[int, typer.Option(help="Seed of the networks, PPO and the environments.")] = 0,
+    steps: Annotated[int, typer.Option(help="Environment steps of both levels in total.")] = D("steps"),
+    seed: Annotated[int, typer.Option(help="Seed of the networks, PPO and the environments.")] = D("seed"),
     phases: Annotated[
         int, typer.Option(help="Training phases, alternating lower, upper, lower, ... level.")
-    ] = 4,
+    ] = D("phases"),
     upper_share: Annotated[
         float, typer.Option(help="Share of the steps for the upper level (each of its steps is a round).")
-    ] = 0.25,
+    ] = D("upper_share"),
     warm_start: Annotated[
         bool,
         typer.Option(
             help="First imitate greedy-trees, then improve with PPO (--no-warm-start: from scratch)."
         ),
-    ] = True,
+    ] = D("warm_start"),
     self_imitation: Annotated[
         int,
         typer.Option(
             help="After each PPO phase, sample K episodes and fit both networks to the best (0: off)."
         ),
-    ] = 16,
+    ] = D("self_imitation"),
     explore: Annotated[
         float,
         typer.Option(
             help="In those K episodes, the chance that a flow pick is sampled instead of the policy's best."
         ),
-    ] = 0.05,
+    ] = D("explore"),
     chunks: Annotated[
         int | None, typer.Option(help="Chunks = flow trees (default: the count greedy-trees picks).")
-    ] = None,
-    net_arch: Annotated[str, typer.Option(help="Hidden layer widths of both networks.")] = "64,64",
+    ] = D("chunks"),
+    net_arch: Annotated[str, typer.Option(help="Hidden layer widths of both networks.")] = ",".join(
+        map(str, D("net_arch"))
+    ),
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the checkpoint in --out after its last phase.")
-    ] = False,
+    ] = D("resume"),
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Train the two-level policy of `--algorithm hrl` with MaskablePPO, alternating levels.
@@ -76,25 +91,18 @@ def train(
     `arsched schedule -t SPEC -a hrl --checkpoint OUT -o s.json`.
     """
     try:
-        from arsched.rl.training import TrainConfig
         from arsched.rl.training import train as run_training
     except ImportError as e:
         raise ArschedError(f"arsched train needs the rl extra (pip install 'arsched[rl]'): {e}") from None
-    if steps <= 0 or phases <= 0 or self_imitation < 0:
-        raise ArschedError("--steps and --phases must be positive, --self-imitation not negative")
-    if not 0.0 < explore <= 1.0:
-        raise ArschedError(f"--explore must be a probability in (0, 1], got {explore}")
-    if not out_dir.parent.exists():
-        raise ArschedError(f"cannot write {out_dir}: folder {out_dir.parent} does not exist")
     command = ["arsched", "train", *(x for t in topologies for x in ("-t", t)), "--steps", str(steps)]
     command += ["--seed", str(seed), "--phases", str(phases), "--upper-share", str(upper_share)]
     command += ["--self-imitation", str(self_imitation), "--explore", str(explore)]
     command += ["--net-arch", net_arch, *(["--chunks", str(chunks)] if chunks else [])]
     command += [*([] if warm_start else ["--no-warm-start"]), "--out", str(out_dir)]
     cfg = TrainConfig(
-        topologies=topologies,
-        steps=steps,
+        topologies,
         out=out_dir,
+        steps=steps,
         seed=seed,
         phases=phases,
         upper_share=upper_share,
@@ -106,7 +114,13 @@ def train(
         resume=resume,
         extra_meta={"command": shlex.join(command)},
     )
-    meta = run_training(cfg, progress=progress and sys.stderr.isatty())
+    if not out_dir.parent.exists():
+        raise ArschedError(f"cannot write {out_dir}: folder {out_dir.parent} does not exist")
+    with _progress_bar(progress and sys.stderr.isatty()) as bar:
+        task = bar.add_task("training hrl", total=None)
+        meta = run_training(
+            cfg, lambda what, done, total: bar.update(task, description=what, completed=done, total=total)
+        )
     rounds = ", ".join(
         f"{spec}: {r} rounds (greedy-trees {g})"
         for spec, r, g in zip(meta["topologies"], meta["rounds"], meta["greedy_rounds"], strict=True)

@@ -53,6 +53,15 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def _means_by_label(rows: Sequence[dict[str, str]], column: str, labels: Sequence[str]) -> list[float]:
+    """The mean of `column` per label (over seeds), in the order of `labels`; inf for a label
+    without rows."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        values[r["label"]].append(float(r[column]))
+    return [_mean(values[lab]) if values[lab] else math.inf for lab in labels]
+
+
 def gap_table(rows: Sequence[dict[str, str]], model: str, nbytes: float) -> str:
     """Topologies × algorithms: mean gap to the bound (over seeds) at one size, best in bold."""
     rows = [
@@ -65,10 +74,7 @@ def gap_table(rows: Sequence[dict[str, str]], model: str, nbytes: float) -> str:
     labels = plots.labels_of(rows)
     body, best = [], []
     for group in plots.by_spec(rows).values():
-        gaps: dict[str, list[float]] = defaultdict(list)
-        for r in group:
-            gaps[r["label"]].append(float(r["gap"]))
-        means = [_mean(gaps[lab]) if gaps[lab] else math.inf for lab in labels]
+        means = _means_by_label(group, "gap", labels)
         body.append(
             [
                 plots.topology_title(group),
@@ -89,13 +95,15 @@ def _rounds_table(rows: Sequence[dict[str, str]]) -> str:
     labels = plots.labels_of(rows)
     body, best = [], []
     for group in plots.by_spec(rows).values():
-        per: dict[str, list[float]] = defaultdict(list)
-        for r in group:
-            per[r["label"]].append(float(r["rounds"]))
-        means = [_mean(per[lab]) if per[lab] else math.inf for lab in labels]
+        means = _means_by_label(group, "rounds", labels)
         body.append([plots.topology_title(group), *(f"{m:.4g}" if m < math.inf else "–" for m in means)])
         best.append(1 + means.index(min(means)))
     return _table(["topology", *labels], body, best)
+
+
+def _intro(title: str, note: str) -> list[str]:
+    """A section's heading and its muted explanation (`note` is HTML)."""
+    return [f"<h2>{title}</h2>", f'<p class="muted">{note}</p>']
 
 
 def _csv_link(folder: Path, kind: str) -> str:
@@ -106,11 +114,11 @@ def _csv_link(folder: Path, kind: str) -> str:
 
 
 def _algorithm_section(rows: list[dict[str, str]]) -> str:
-    parts = ["<h2>Algorithms: gap to the lower bound</h2>"]
-    parts.append(
-        '<p class="muted">Gap = simulated time / lower bound (1 is optimal), mean over seeds; the best '
+    parts = _intro(
+        "Algorithms: gap to the lower bound",
+        "Gap = simulated time / lower bound (1 is optimal), mean over seeds; the best "
         "algorithm of each topology in bold. Every schedule passed the validator before it was "
-        "simulated.</p>"
+        "simulated.",
     )
     flow_sizes = sorted({float(r["bytes"]) for r in plots.finished(rows) if r["model"] == "flow"})
     for size in dict.fromkeys([flow_sizes[0], flow_sizes[-1]] if flow_sizes else []):
@@ -158,13 +166,13 @@ def _cluster_table(rows: list[dict[str, str]]) -> str:
 
 
 def _cluster_section(rows: list[dict[str, str]]) -> str:
-    parts = ["<h2>Cluster scheduling: job completion times and GPU utilisation</h2>"]
-    parts.append(
-        '<p class="muted">Each trace run slot by slot on the cluster by every scheduler (arsched.cluster); '
+    parts = _intro(
+        "Cluster scheduling: job completion times and GPU utilisation",
+        "Each trace run slot by slot on the cluster by every scheduler (arsched.cluster); "
         "network <i>reserved</i> is GADGET's model (bandwidth reserved per ring), <i>shared</i> lets the "
         "rings share links max-min fairly. Metrics are those of <code>arsched cluster run</code>, mean "
         "over seeds (only randomised schedulers take a seed); the lowest mean JCT in bold. The plots show "
-        "the first seed of each scheduler.</p>"
+        "the first seed of each scheduler.",
     )
     groups: dict[tuple[str, str, str], list[dict[str, str]]] = defaultdict(list)
     for r in rows:

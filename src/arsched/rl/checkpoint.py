@@ -20,7 +20,8 @@ import torch
 from arsched.errors import ArschedError
 from arsched.fileio import write_atomic
 from arsched.rl import features as ft
-from arsched.rl.policy import LEVELS, NET_ARCH, make_policy
+from arsched.rl.config import LEVELS, NET_ARCH
+from arsched.rl.policy import make_policy
 
 FORMAT = "arsched.hrl/1"
 META = "meta.json"

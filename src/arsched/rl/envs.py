@@ -14,7 +14,8 @@ policies are unchanged, but a round that shortens the critical path or relieves 
 link is rewarded at once instead of at the end of the episode). An action outside the
 mask (only a policy that ignores the mask sends one) is taken as candidate 0 / as "no
 preference", so every episode still ends in a valid schedule. Each reset draws one of the
-topologies (seeded) and builds a fresh episode on it.
+topologies (seeded) and builds a fresh episode on it. The frozen partner (the other level's
+policy, or greedy's rule by default) is given to the constructor.
 """
 
 from __future__ import annotations
@@ -34,29 +35,40 @@ Lower = Callable[[RoundState], int]
 
 
 class _Base(gym.Env):
+    """What both levels share: the topologies, one episode's state, the reward per round."""
+
     metadata = {"render_modes": []}  # noqa: RUF012  (gymnasium's convention)
 
     def __init__(
-        self, topologies: Sequence[Topology], chunks: int | None = None, shaping: bool = False
+        self,
+        topologies: Sequence[Topology],
+        chunks: int | None,
+        shaping: bool,
+        observation_space: spaces.Box,
+        action_space: spaces.Space,
     ) -> None:
         if not topologies:
             raise ValueError("an environment needs at least one topology")
         self.topologies = list(topologies)
         self.chunks = chunks
         self.shaping = shaping
+        self.observation_space = observation_space
+        self.action_space = action_space
         self._potential = 0
         self.state: RoundState | None = None
         self._templates: dict[int, RoundState] = {}
 
-    def _new_state(self) -> RoundState:
+    def _new_state(self, seed: int | None) -> RoundState:
+        """A fresh episode on one of the topologies, drawn with the environment's generator."""
+        super().reset(seed=seed)
         i = int(self.np_random.integers(len(self.topologies)))
         if i not in self._templates:  # building trees and incidence once per topology
             st = RoundState.create(self.topologies[i], self.chunks)
-            ft.check_size(st)
+            ft.check_tree_count(st)
             self._templates[i] = st
-        state = self._templates[i].reset()
-        self._potential = state.rounds_left_bound() if self.shaping else 0
-        return state
+        self.state = self._templates[i].reset()
+        self._potential = self.state.rounds_left_bound() if self.shaping else 0
+        return self.state
 
     def _round_reward(self) -> float:
         """−1 for the round just run, plus the shaping term if on."""
@@ -76,18 +88,17 @@ class WorkloadEnv(_Base):
         chunks: int | None = None,
         shaping: bool = False,
     ) -> None:
-        super().__init__(topologies, chunks, shaping)
+        obs = spaces.Box(0.0, 1.0, (ft.LOWER_DIM,), np.float32)
+        super().__init__(topologies, chunks, shaping, obs, spaces.Discrete(ft.MAX_CANDIDATES))
         self.upper = upper
-        self.observation_space = spaces.Box(0.0, 1.0, (ft.LOWER_DIM,), np.float32)
-        self.action_space = spaces.Discrete(ft.MAX_CANDIDATES)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self.state = self._new_state()
-        self.state.select(self.upper(self.state))
-        return ft.lower_observation(self.state), {}
+        state = self._new_state(seed)
+        state.select(self.upper(state))
+        return ft.lower_observation(state), {}
 
     def step(self, action):
+        """Pick candidate `action`; one outside the mask (beyond the candidates) picks candidate 0."""
         st = self.state
         a = int(action)
         closed = st.pick(a if 0 <= a < min(len(st.candidates), ft.MAX_CANDIDATES) else 0)
@@ -110,17 +121,16 @@ class TreeSelectEnv(_Base):
         chunks: int | None = None,
         shaping: bool = False,
     ) -> None:
-        super().__init__(topologies, chunks, shaping)
+        obs = spaces.Box(0.0, 1.0, (ft.UPPER_DIM,), np.float32)
+        super().__init__(topologies, chunks, shaping, obs, spaces.MultiBinary(ft.MAX_TREES))
         self.lower = lower
-        self.observation_space = spaces.Box(0.0, 1.0, (ft.UPPER_DIM,), np.float32)
-        self.action_space = spaces.MultiBinary(ft.MAX_TREES)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self.state = self._new_state()
-        return ft.upper_observation(self.state), {}
+        return ft.upper_observation(self._new_state(seed)), {}
 
     def step(self, action):
+        """Run one round on the trees marked in `action`. Marks on trees the mask excludes are
+        dropped; a choice that leaves no tree means "no preference" (every selectable tree)."""
         st = self.state
         st.select(np.asarray(action, dtype=bool))
         while not st.pick(self.lower(st)):

@@ -36,7 +36,7 @@ LOWER_DIM = MAX_CANDIDATES * FLOW_FEATURES + GLOBAL_FEATURES
 UPPER_DIM = MAX_TREES * TREE_FEATURES + GLOBAL_FEATURES
 
 
-def check_size(state: RoundState) -> None:
+def check_tree_count(state: RoundState) -> None:
     """Refuse an episode with more flow trees (chunks) than the upper level has slots for."""
     if state.num_trees > MAX_TREES:
         raise NotApplicable(

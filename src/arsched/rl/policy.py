@@ -11,12 +11,10 @@ from gymnasium import spaces
 
 from arsched.collective.schedule import Schedule
 from arsched.rl import features as ft
+from arsched.rl.config import NET_ARCH
 from arsched.rl.distributions import HrlPolicy, TreeRowsExtractor
 from arsched.rl.state import RoundState, run_episode
 from arsched.topology.core import Topology
-
-LEVELS = ("lower", "upper")
-NET_ARCH = (64, 64)
 
 
 def level_spaces(level: str) -> tuple[spaces.Box, spaces.Space]:
@@ -101,7 +99,7 @@ def schedule_with(
     sampled ones (torch seeded with `seed`) are run and the one with the fewest rounds is kept
     (best-of-k: a search at inference, reported as such). Returns the schedule and a summary."""
     state = RoundState.create(topology, chunks, nbytes, "hrl", ranks)
-    ft.check_size(state)
+    ft.check_tree_count(state)
     best, tried = None, []
     for i in range(max(samples, 1)):
         sample = i > 0

@@ -1,34 +1,30 @@
 """Alternating MaskablePPO training of the two levels (one trains while the other is frozen).
 
-1. Warm start (default on, `warm_start=False` to train from scratch): both networks first
-   imitate `greedy-trees` (every tree selected; the first candidate, i.e. the highest-priority
-   flow, picked) on the training topologies, by maximum likelihood of greedy's actions. RL then
-   starts from the heuristic instead of from a random policy.
-2. Phases alternate lower, upper, lower, ...: MaskablePPO trains one level in its environment
-   while the other level's network acts deterministically and is not updated.
+1. Warm start (`warm_start`): both networks first imitate `greedy-trees` (every tree selected;
+   the first candidate, i.e. the highest-priority flow, picked) on the training topologies, by
+   maximum likelihood of greedy's actions, so RL starts from the heuristic instead of from a
+   random policy.
+2. PPO phases alternate lower, upper, lower, ...: MaskablePPO trains one level in its
+   environment while the other level's network acts deterministically and is not updated.
 3. Self-imitation (`self_imitation` k > 0, after each PPO phase): k episodes per training
    topology follow the deterministic policies except that each lower-level decision is, with
-   probability `explore` (0.05), 2 × or 3 × that (cycling over the episodes), sampled from
-   the lower network; both networks are then fitted
-   (maximum likelihood, until every demonstrated decision is the mode or `imitation_iters`
-   steps) to the decisions of the episode with the fewest rounds, the deterministic one
-   included, so the deterministic policy replays the best schedule its own exploration found
-   (the idea of self-imitation learning, Oh et al., ICML 2018). Sparse departures are what
-   make the replay work: in our trials, fully sampled episodes (and 15 % departures on
-   DCell(5,1)) found fewer rounds than greedy, but their many arbitrary picks could not all
-   be fitted and the replay drifted back to greedy's rounds; with 7 % the replay kept 125 of
-   greedy's 126 on DCell(5,1), but no episode beat greedy on DCell(4,1), where 15 % found 85
-   of its 86 (hence the cycle). Sampled tree selections (128 bits a round) cannot be fitted
-   where trees look alike, so the upper level is not explored here. PPO from the imitation
-   start did not move the deterministic policy within minutes; this step does. Its lines in
-   the log say what it contributed, apart from PPO's, and what the exploration found.
+   probability `explore`, 2 × or 3 × that (cycling over the episodes), sampled from the lower
+   network; both networks are then fitted (maximum likelihood, until every demonstrated
+   decision is the mode or `imitation_iters` steps) to the decisions of the episode with the
+   fewest rounds, the deterministic one included, so the deterministic policy replays the best
+   schedule its own exploration found (self-imitation learning, Oh et al., ICML 2018).
+   Departures are sparse because a replay can fit only so many arbitrary picks: dense sampling
+   finds shorter episodes that the fit cannot reproduce. Sampled tree selections (128 bits a
+   round) cannot be fitted where trees look alike, so the upper level is not explored. PPO
+   alone moves the deterministic policy slowly from the imitation start; this step is what
+   turns exploration into fewer rounds (benchmarks/bench_rl.py measures both).
 4. After each phase both policies run deterministically on every training topology; the score
    is the mean of rounds / greedy-trees rounds. A phase that makes the score worse is rolled
    back (the checkpoint always holds the best pair so far) and logged as rejected.
 
-Every phase ends with an atomic checkpoint and a line in `log.csv`; `resume=True` continues
-after the last finished phase. Upper-level steps are whole rounds (the lower network fills
-each), so they get `upper_share` of the step budget.
+Every phase ends with an atomic checkpoint and a line in `log.csv` (and a log record);
+`resume=True` continues after the last finished phase. `train` reads top to bottom: set up,
+warm start, then per phase a PPO update and a self-imitation update, each evaluated and logged.
 """
 
 from __future__ import annotations
@@ -36,10 +32,11 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import logging
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,16 +48,25 @@ from arsched.errors import ArschedError
 from arsched.fileio import write_atomic
 from arsched.rl import checkpoint
 from arsched.rl import features as ft
+from arsched.rl.config import LEVELS, Seeds, TrainConfig
 from arsched.rl.distributions import HrlPolicy
 from arsched.rl.envs import TreeSelectEnv, WorkloadEnv
-from arsched.rl.policy import LEVELS, NET_ARCH, Actor, policy_kwargs
+from arsched.rl.policy import Actor, policy_kwargs
 from arsched.rl.state import RoundState, all_trees, first_candidate, run_episode
 from arsched.topology import parse_spec
 
-PPO_SETTINGS = {
-    "lower": {"n_steps": 512, "batch_size": 128},
-    "upper": {"n_steps": 128, "batch_size": 64},
-}
+__all__ = [
+    "MODE_LOGP",
+    "ProgressHook",
+    "TrainConfig",
+    "best_sampled_episodes",
+    "evaluate",
+    "imitate",
+    "train",
+]
+
+log = logging.getLogger(__name__)
+
 MODE_LOGP = math.log(0.55)  # above this, a demonstrated action (every bit of a tree choice) is the mode
 LOG_FIELDS = [
     "phase",
@@ -74,37 +80,9 @@ LOG_FIELDS = [
     "explored_rounds",  # self-imitation: the best explored episode's rounds, which it fits
 ]
 
-
-@dataclass
-class TrainConfig:
-    """What `arsched train` asks for; `steps` counts environment steps of both levels."""
-
-    topologies: Sequence[str]
-    steps: int
-    out: Path
-    seed: int = 0
-    phases: int = 4
-    upper_share: float = 0.25
-    warm_start: bool = True
-    chunks: int | None = None
-    net_arch: tuple[int, ...] = NET_ARCH
-    resume: bool = False
-    learning_rate: float = 3e-4
-    gamma: float = 0.995
-    ent_coef: float = 0.0
-    n_epochs: int = 4
-    shaping: bool = False
-    imitation_iters: int = 6000
-    self_imitation: int = 16
-    explore: float = 0.05
-    extra_meta: dict = field(default_factory=dict)
-
-    def phase_steps(self, phase: int) -> int:
-        """Timesteps of a phase: the level's share of `steps`, split over its phases."""
-        level = LEVELS[phase % 2]
-        count = math.ceil(self.phases / 2) if level == "lower" else self.phases // 2
-        share = 1.0 - self.upper_share if level == "lower" else self.upper_share
-        return max(int(self.steps * share) // max(count, 1), 1)
+ProgressHook = Callable[[str, int, int], None]
+"""Called with (what runs now, environment steps done, steps in total) when a PPO phase starts
+and after each of its steps."""
 
 
 def evaluate(policies: dict, states: Sequence[RoundState]) -> list[int]:
@@ -152,7 +130,7 @@ def best_sampled_episodes(
     for j, s in enumerate(states):
         best = None
         for i in range(samples + 1):
-            torch.manual_seed(seed * 1_000_003 + j * 1009 + i)
+            torch.manual_seed(Seeds.episode(seed, j, i))
             rec: dict[str, list] = {lv: [] for lv in LEVELS}
             actors = [
                 Actor(policies[lv], lv, sample=explore * ((i - 1) % 3 + 1), record=rec[lv])
@@ -169,20 +147,21 @@ def best_sampled_episodes(
     return {lv: tuple(np.array(col) for col in zip(*data[lv], strict=True)) for lv in LEVELS}, rounds
 
 
-def imitate(policy, data: tuple[np.ndarray, ...], seed: int, iters: int = 1000, batch: int = 512) -> float:
+def imitate(
+    policy, data: tuple[np.ndarray, ...], seed: int, iters: int = 1000, batch: int = 512, lr: float = 1e-3
+) -> float:
     """Maximum-likelihood fit of a policy to demonstrations (its own Adam, so PPO's optimiser
     state is untouched), until every demonstrated action is the policy's mode (each has
     probability above `MODE_LOGP`'s, checked on all of them every 25 steps: then the
     deterministic policy replays the demonstration exactly, where a good mean likelihood still
-    lets one decision of thousands go astray) or `iters` steps. Returns the smallest
-    log-likelihood of a demonstrated action. (Drawing half of each batch from the decisions
-    not yet the mode fitted worse: 327 of 3,017 left on DCell(4,1), against 2 with uniform
-    batches.)"""
+    lets one decision of thousands go astray) or `iters` steps. Minibatches are drawn uniformly
+    (torch generator seeded with `seed`). Returns the smallest log-likelihood of a demonstrated
+    action."""
     if not data or not len(data[0]):  # no decision to learn from (every choice was forced)
         return 0.0
     obs, masks, actions = (torch.as_tensor(x) for x in data)
     gen = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     policy.set_training_mode(True)
     size = min(batch, len(obs))
     for it in range(iters + 1):
@@ -201,53 +180,129 @@ def imitate(policy, data: tuple[np.ndarray, ...], seed: int, iters: int = 1000, 
     return worst
 
 
-class _Progress(BaseCallback):
-    def __init__(self, advance) -> None:
+# ---- a training in progress ----------------------------------------------------------------------
+
+
+class _PolicyOf:
+    """The other level's policy acting deterministically: an environment's frozen partner. The
+    policy belongs to the other level's model, which needs its own environment first, so it is
+    looked up in `models` when the environment first calls it (after the models exist)."""
+
+    def __init__(self, models: dict[str, MaskablePPO], level: str) -> None:
+        self.models, self.level = models, level
+        self.actor: Actor | None = None
+
+    def __call__(self, state: RoundState):
+        if self.actor is None:
+            self.actor = Actor(self.models[self.level].policy, self.level)
+        return self.actor(state)
+
+
+@dataclass
+class _Training:
+    """What every phase reads and updates: the episodes, the models, the metadata and log."""
+
+    cfg: TrainConfig
+    seeds: Seeds
+    states: list[RoundState]
+    greedy: list[int]  # greedy-trees' rounds per training topology
+    models: dict[str, MaskablePPO]
+    meta: dict
+    log_rows: list[dict]
+    t0: float  # perf_counter at the start of the training, earlier phases included
+
+    @property
+    def out(self) -> Path:
+        return Path(self.cfg.out)
+
+    @property
+    def policies(self) -> dict:
+        return {lv: self.models[lv].policy for lv in LEVELS}
+
+    def score(self, rounds: list[int]) -> float:
+        """Mean of rounds / greedy-trees' rounds over the training topologies (lower is better)."""
+        return float(np.mean(np.array(rounds) / np.array(self.greedy)))
+
+
+class _Steps(BaseCallback):
+    """Counts PPO's environment steps for the progress hook."""
+
+    def __init__(self, hook: ProgressHook | None, total: int) -> None:
         super().__init__()
-        self.advance = advance
+        self.hook, self.total, self.done, self.what = hook, total, 0, "training hrl"
+
+    def start(self, what: str) -> None:
+        self.what = what
+        if self.hook is not None:
+            self.hook(what, self.done, self.total)
 
     def _on_step(self) -> bool:
-        self.advance()
+        self.done += 1
+        if self.hook is not None:
+            self.hook(self.what, self.done, self.total)
         return True
 
 
-def train(cfg: TrainConfig, progress: bool = True) -> dict:
+def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     """Train, checkpointing into `cfg.out` after every phase; returns the final metadata."""
+    run = _setup(cfg)
+    if run.meta["phases_done"] == 0 and not run.log_rows:
+        _warm_start(run)
+    steps = _Steps(progress, sum(cfg.phase_steps(p) for p in range(run.meta["phases_done"], cfg.phases)))
+    for phase in range(run.meta["phases_done"], cfg.phases):
+        level, n, rounds, accepted = _ppo_update(run, phase, steps)
+        explored: list[int] = []
+        if cfg.self_imitation > 0:
+            _log_phase(run, phase + 1, level, n, rounds, accepted)
+            rounds, accepted, explored = _self_imitation_update(run, phase)
+            level, n = "self-imitation", 0
+        run.meta["phases_done"] = phase + 1
+        _log_phase(run, phase + 1, level, n, rounds, accepted, explored)
+    return run.meta
+
+
+def _setup(cfg: TrainConfig) -> _Training:
+    """Episodes and greedy's rounds on every training topology, both models, and the metadata
+    (continued from the checkpoint with `resume`)."""
     torch.set_num_threads(1)
-    if cfg.steps <= 0 or cfg.phases <= 0:
-        raise ArschedError("--steps and --phases must be positive")
-    if not 0.0 < cfg.upper_share < 1.0:
-        raise ArschedError(f"the upper level's share of the steps must be in (0, 1), got {cfg.upper_share}")
+    seeds = Seeds(cfg.seed)
     topologies = [parse_spec(s) for s in cfg.topologies]
     states = [RoundState.create(t, cfg.chunks) for t in topologies]
     for s in states:
-        ft.check_size(s)
+        ft.check_tree_count(s)
     greedy = [run_episode(s.reset(), all_trees, first_candidate).rounds for s in states]
-
+    models: dict[str, MaskablePPO] = {}
     envs = {
-        "lower": WorkloadEnv(topologies, chunks=cfg.chunks),
-        "upper": TreeSelectEnv(topologies, chunks=cfg.chunks),
+        "lower": WorkloadEnv(topologies, upper=_PolicyOf(models, "upper"), chunks=cfg.chunks),
+        "upper": TreeSelectEnv(topologies, lower=_PolicyOf(models, "lower"), chunks=cfg.chunks),
     }
-    models = {
-        lv: MaskablePPO(
+    for i, lv in enumerate(LEVELS):
+        models[lv] = MaskablePPO(
             HrlPolicy,
             envs[lv],
             learning_rate=cfg.learning_rate,
             n_epochs=cfg.n_epochs,
             gamma=cfg.gamma,
             ent_coef=cfg.ent_coef,
-            seed=cfg.seed + i,
+            seed=seeds.ppo(i),
             device="cpu",
             policy_kwargs=policy_kwargs(lv, cfg.net_arch),
-            **PPO_SETTINGS[lv],
+            **cfg.ppo_settings(lv),
         )
-        for i, lv in enumerate(LEVELS)
-    }
-    policies = {lv: models[lv].policy for lv in LEVELS}
-    envs["lower"].upper = Actor(policies["upper"], "upper")
-    envs["upper"].lower = Actor(policies["lower"], "lower")
+    meta = _new_meta(cfg, greedy)
+    log_rows: list[dict] = []
+    out = Path(cfg.out)
+    if cfg.resume and (out / checkpoint.META).is_file():
+        meta, log_rows = _resume(out, cfg, models, meta)
+    elif cfg.resume:
+        raise ArschedError(f"cannot resume: {out} holds no checkpoint")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter() - meta["train_seconds"]
+    return _Training(cfg, seeds, states, greedy, models, meta, log_rows, t0)
 
-    meta = {
+
+def _new_meta(cfg: TrainConfig, greedy: list[int]) -> dict:
+    return {
         "topologies": list(cfg.topologies),
         "chunks": cfg.chunks,
         "seed": cfg.seed,
@@ -266,83 +321,102 @@ def train(cfg: TrainConfig, progress: bool = True) -> dict:
         "train_seconds": 0.0,
         **cfg.extra_meta,
     }
-    log_rows: list[dict] = []
-    out = Path(cfg.out)
-    if cfg.resume and (out / checkpoint.META).is_file():
-        meta, log_rows = _resume(out, cfg, models, meta)
-    elif cfg.resume:
-        raise ArschedError(f"cannot resume: {out} holds no checkpoint")
-    t0 = time.perf_counter() - meta["train_seconds"]
 
-    def finish_phase(
-        phase: int, level: str, timesteps: int, rounds: list[int], accepted: bool, explored: list[int] = ()
-    ) -> None:
-        meta["train_seconds"] = round(time.perf_counter() - t0, 3)
-        score = float(np.mean(np.array(rounds) / np.array(greedy)))
-        log_rows.append(
-            {
-                "phase": phase,
-                "level": level,
-                "timesteps": timesteps,
-                "wall_s": meta["train_seconds"],
-                "score": f"{score:.4f}",
-                "rounds": " ".join(map(str, rounds)),
-                "greedy_rounds": " ".join(map(str, greedy)),
-                "accepted": int(accepted),
-                "explored_rounds": " ".join(map(str, explored)),
-            }
-        )
-        if accepted:
-            meta.update(best_score=score, rounds=rounds)
-        checkpoint.save(out, policies, {lv: policies[lv].optimizer for lv in LEVELS}, meta)
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=LOG_FIELDS)
-        writer.writeheader()
-        writer.writerows(log_rows)
-        write_atomic(out / "log.csv", buf.getvalue())
 
-    out.mkdir(parents=True, exist_ok=True)
-    if meta["phases_done"] == 0 and not log_rows:
-        if cfg.warm_start:
-            demos = greedy_demonstrations(states)
-            for i, lv in enumerate(LEVELS):
-                imitate(policies[lv], demos[lv], cfg.seed + i, cfg.imitation_iters)
-        finish_phase(0, "imitation" if cfg.warm_start else "init", 0, evaluate(policies, states), True)
+def _warm_start(run: _Training) -> None:
+    """Phase 0: imitate greedy-trees (with `warm_start`), then evaluate and log the start."""
+    cfg = run.cfg
+    if cfg.warm_start:
+        demos = greedy_demonstrations(run.states)
+        for i, lv in enumerate(LEVELS):
+            _fit(run, lv, demos[lv], run.seeds.imitation(0, i))
+    _log_phase(run, 0, "imitation" if cfg.warm_start else "init", 0, evaluate(run.policies, run.states), True)
 
-    total = sum(cfg.phase_steps(p) for p in range(meta["phases_done"], cfg.phases))
-    with _bar(progress) as bar:
-        task = bar.add_task("training hrl", total=total)
-        for phase in range(meta["phases_done"], cfg.phases):
-            level = LEVELS[phase % 2]
-            bar.update(task, description=f"phase {phase + 1}/{cfg.phases}: {level} level")
-            before = copy.deepcopy(policies[level].state_dict())
-            n = cfg.phase_steps(phase)
-            models[level].learn(n, callback=_Progress(lambda: bar.advance(task)), reset_num_timesteps=False)
-            rounds = evaluate(policies, states)
-            score = float(np.mean(np.array(rounds) / np.array(greedy)))
-            accepted = score <= meta["best_score"]
-            if not accepted:
-                policies[level].load_state_dict(before)
-            if cfg.self_imitation > 0:
-                finish_phase(phase + 1, level, n, rounds, accepted)
-                before = {lv: copy.deepcopy(policies[lv].state_dict()) for lv in LEVELS}
-                demos, explored = best_sampled_episodes(
-                    policies, states, cfg.self_imitation, cfg.seed * 7919 + phase, cfg.explore
-                )
-                for i, lv in enumerate(LEVELS):
-                    imitate(policies[lv], demos[lv], cfg.seed + phase + i, cfg.imitation_iters)
-                rounds = evaluate(policies, states)
-                score = float(np.mean(np.array(rounds) / np.array(greedy)))
-                accepted = score <= meta["best_score"]
-                if not accepted:
-                    for lv in LEVELS:
-                        policies[lv].load_state_dict(before[lv])
-                level, n = "self-imitation", 0
-            else:
-                explored = []
-            meta["phases_done"] = phase + 1
-            finish_phase(phase + 1, level, n, rounds, accepted, explored)
-    return meta
+
+def _ppo_update(run: _Training, phase: int, steps: _Steps) -> tuple[str, int, list[int], bool]:
+    """One PPO phase of the level whose turn it is: (level, timesteps, rounds, accepted)."""
+    level = LEVELS[phase % 2]
+    steps.start(f"phase {phase + 1}/{run.cfg.phases}: {level} level")
+    snapshot = {level: copy.deepcopy(run.models[level].policy.state_dict())}
+    n = run.cfg.phase_steps(phase)
+    run.models[level].learn(n, callback=steps, reset_num_timesteps=False)
+    rounds, accepted = _evaluate_or_roll_back(run, snapshot)
+    return level, n, rounds, accepted
+
+
+def _self_imitation_update(run: _Training, phase: int) -> tuple[list[int], bool, list[int]]:
+    """Fit both networks to the best of the explored episodes: (rounds, accepted, the best
+    explored episodes' rounds)."""
+    snapshot = {lv: copy.deepcopy(run.models[lv].policy.state_dict()) for lv in LEVELS}
+    cfg = run.cfg
+    demos, explored = best_sampled_episodes(
+        run.policies, run.states, cfg.self_imitation, run.seeds.exploration(phase), cfg.explore
+    )
+    for i, lv in enumerate(LEVELS):
+        _fit(run, lv, demos[lv], run.seeds.imitation(phase, i))
+    rounds, accepted = _evaluate_or_roll_back(run, snapshot)
+    return rounds, accepted, explored
+
+
+def _fit(run: _Training, level: str, data: tuple[np.ndarray, ...], seed: int) -> None:
+    cfg = run.cfg
+    imitate(run.models[level].policy, data, seed, cfg.imitation_iters, cfg.imitation_batch, cfg.imitation_lr)
+
+
+def _evaluate_or_roll_back(run: _Training, snapshot: dict[str, dict]) -> tuple[list[int], bool]:
+    """Rounds of the deterministic policies, and whether the score is no worse than the best so
+    far; if it is worse, the levels in `snapshot` get their weights from before back."""
+    rounds = evaluate(run.policies, run.states)
+    accepted = run.score(rounds) <= run.meta["best_score"]
+    if not accepted:
+        for lv, weights in snapshot.items():
+            run.models[lv].policy.load_state_dict(weights)
+    return rounds, accepted
+
+
+def _log_phase(
+    run: _Training,
+    phase: int,
+    level: str,
+    timesteps: int,
+    rounds: list[int],
+    accepted: bool,
+    explored: Sequence[int] = (),
+) -> None:
+    """Record a finished phase: metadata, checkpoint, a line of log.csv and a log record."""
+    meta = run.meta
+    meta["train_seconds"] = round(time.perf_counter() - run.t0, 3)
+    score = run.score(rounds)
+    run.log_rows.append(
+        {
+            "phase": phase,
+            "level": level,
+            "timesteps": timesteps,
+            "wall_s": meta["train_seconds"],
+            "score": f"{score:.4f}",
+            "rounds": " ".join(map(str, rounds)),
+            "greedy_rounds": " ".join(map(str, run.greedy)),
+            "accepted": int(accepted),
+            "explored_rounds": " ".join(map(str, explored)),
+        }
+    )
+    if accepted:
+        meta.update(best_score=score, rounds=rounds)
+    policies = run.policies
+    checkpoint.save(run.out, policies, {lv: policies[lv].optimizer for lv in LEVELS}, meta)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=LOG_FIELDS)
+    writer.writeheader()
+    writer.writerows(run.log_rows)
+    write_atomic(run.out / "log.csv", buf.getvalue())
+    log.info(
+        "phase %d (%s): score %.4f, rounds %s, %s",
+        phase,
+        level,
+        score,
+        " ".join(map(str, rounds)),
+        "accepted" if accepted else "rolled back",
+    )
 
 
 def _resume(out: Path, cfg: TrainConfig, models: dict, meta: dict) -> tuple[dict, list[dict]]:
@@ -361,16 +435,3 @@ def _resume(out: Path, cfg: TrainConfig, models: dict, meta: dict) -> tuple[dict
         **meta,
         **{k: old[k] for k in ("phases_done", "train_seconds", "best_score", "rounds") if k in old},
     }, rows
-
-
-def _bar(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        disable=not enabled,
-        transient=False,
-    )

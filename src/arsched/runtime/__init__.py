@@ -1,14 +1,16 @@
 """Schedules outside the simulator: run on real processes with torch.distributed, and MSCCL XML
 out and in. torch is imported only when a schedule is run."""
 
-from arsched.runtime.executor import ExecutionError, Fault, RunResult, run_schedule, run_schedules
-from arsched.runtime.msccl import MscclFormatError, from_xml, load_xml, save_xml, to_xml
+from arsched.runtime.executor import Execution, ExecutionError, Fault, run_schedule, run_schedules
+from arsched.runtime.msccl_export import save_xml, to_xml
+from arsched.runtime.msccl_format import MscclFormatError
+from arsched.runtime.msccl_import import from_xml, load_xml
 
 __all__ = [
+    "Execution",
     "ExecutionError",
     "Fault",
     "MscclFormatError",
-    "RunResult",
     "from_xml",
     "load_xml",
     "run_schedule",

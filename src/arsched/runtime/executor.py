@@ -54,7 +54,7 @@ class Fault:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class Execution:
     """Outcome of running one schedule: max abs difference from torch's all_reduce, and the
     median wall times of the schedule and of torch's all_reduce on the same processes."""
 
@@ -260,7 +260,7 @@ def run_schedules(
     timeout: float = 60.0,
     seed: int = 0,
     fault: Fault | None = None,
-) -> list[RunResult]:
+) -> list[Execution]:
     """Run several schedules over the same ranks in one set of processes (spawning costs
     seconds); `nbytes` overrides each schedule's size. ExecutionError names a failing rank."""
     import torch.multiprocessing as mp
@@ -294,7 +294,7 @@ def run_schedules(
                 p.kill()
             p.join(5)
     return [
-        RunResult(
+        Execution(
             ranks=n,
             max_abs_error=r["max_abs_error"],
             time_s=statistics.median(r["schedule"]),
@@ -355,6 +355,6 @@ def _drain(results, errors: list, grace: float) -> None:
             errors.append((at, rank, payload))
 
 
-def run_schedule(schedule: Schedule, **options: Any) -> RunResult:
+def run_schedule(schedule: Schedule, **options: Any) -> Execution:
     """Run one schedule (see `run_schedules` for the options)."""
     return run_schedules([schedule], **options)[0]

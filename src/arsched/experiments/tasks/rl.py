@@ -1,0 +1,99 @@
+"""The `rl` task kind: train the hierarchical RL scheduler (`hrl`) on one topology and compare
+its schedule with greedy-trees'. Needs the `rl` extra (torch and sb3-contrib)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from arsched.errors import ArschedError
+from arsched.experiments.config import RLTrainings
+from arsched.experiments.tasks.base import Kind, topology
+
+
+@dataclass(frozen=True)
+class RLParams:
+    topology: str
+    seed: int
+    steps: int
+    size: str
+
+
+@dataclass(frozen=True)
+class RLResult:
+    """`checkpoint` is relative to the results folder; rounds and gaps of hrl and greedy-trees."""
+
+    topology_name: str
+    ranks: int
+    checkpoint: str
+    rounds: int
+    greedy_rounds: int
+    gap: float
+    greedy_gap: float
+    time_s: float
+    bound_s: float
+    train_s: float
+
+
+def expand(block: RLTrainings) -> list[RLParams]:
+    return [
+        RLParams(spec, seed, block.steps, block.size) for spec, seed in product(block.topologies, block.seeds)
+    ]
+
+
+def checkpoint_folder(folder: str | Path, task_id: str) -> Path:
+    """Where an RL task keeps its checkpoint: `<results folder>/checkpoints/<task id>`."""
+    return Path(folder) / "checkpoints" / task_id
+
+
+def _trained(path: Path, config: Any) -> dict[str, Any] | None:
+    """The metadata of a checkpoint at `path` that finished every phase of this very training,
+    else None."""
+    from arsched.rl import checkpoint
+
+    if not (path / checkpoint.META).is_file():
+        return None
+    meta = checkpoint.read_meta(path)
+    same = all(meta.get(k) == getattr(config, k) for k in ("seed", "steps", "phases"))
+    done = meta.get("phases_done") == config.phases and meta.get("topologies") == list(config.topologies)
+    return meta if same and done else None
+
+
+def run(p: RLParams, folder: Path, task_id: str) -> RLResult:
+    """Train `hrl` on one topology into the task's checkpoint folder (kept: a finished training
+    is not repeated; one cut short starts afresh, so the weights never depend on where it was
+    cut), then build, validate and simulate it beside greedy-trees in both models."""
+    from arsched.algorithms.evaluate import run_one
+    from arsched.rl.training import TrainConfig, train
+    from arsched.units import parse_size
+
+    path = checkpoint_folder(folder, task_id)
+    config = TrainConfig(topologies=[p.topology], steps=p.steps, out=path, seed=p.seed)
+    meta = _trained(path, config)
+    if meta is None:
+        shutil.rmtree(path, ignore_errors=True)
+        meta = train(config)
+    topo = topology(p.topology)
+    size = parse_size(p.size)
+    hrl = {m: run_one(topo, "hrl", size, m, params={"checkpoint": str(path)}) for m in ("rounds", "flow")}
+    greedy = {m: run_one(topo, "greedy-trees", size, m) for m in ("rounds", "flow")}
+    if hrl["flow"].note:
+        raise ArschedError(f"hrl did not apply to {p.topology}: {hrl['flow'].note}")
+    return RLResult(
+        topology_name=topo.name,
+        ranks=len(topo.servers),
+        checkpoint=path.relative_to(folder).as_posix(),
+        rounds=hrl["rounds"].rounds,
+        greedy_rounds=greedy["rounds"].rounds,
+        gap=hrl["flow"].gap,
+        greedy_gap=greedy["flow"].gap,
+        time_s=hrl["flow"].time_s,
+        bound_s=hrl["flow"].bound_s,
+        train_s=meta["train_seconds"],
+    )
+
+
+KIND = Kind("rl", RLParams, RLResult, expand, run, timings=("train_s",), requires="sb3_contrib", extra="rl")

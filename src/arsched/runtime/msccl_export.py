@@ -1,0 +1,208 @@
+"""Export a valid Schedule as an MSCCL XML algorithm (format: `msccl_format`).
+
+The program is in place on the input buffer `i` (no scratch): one thread block per (rank,
+peer, direction), on channel 0 unless a rank has more than MSCCL's 32 thread blocks per
+channel in one direction (then the next channel, the same at both ends). A transfer is a send
+(`s`) at its source and a receive at its destination, `rrc` (receive, reduce, copy) for
+`reduce` and `r` for `copy`, each thread block in step order. Waits follow the step semantics
+(design §3.3): a send waits for the last write of its chunk; a receive waits for the last
+write of its chunk (two thread blocks must never add into the same memory at once, so writes
+are serialised) and for the sends that read the chunk since (they must send the old value).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from arsched.collective.schedule import COPY, Schedule
+from arsched.collective.validate import validate
+from arsched.errors import ArschedError
+from arsched.fileio import write_atomic
+from arsched.runtime.msccl_format import (
+    MAX_BYTES,
+    MAX_STEPS_PER_TB,
+    MAX_TBS,
+    MAX_TBS_PER_CHANNEL,
+    PROTOCOLS,
+    MscclFormatError,
+)
+
+
+@dataclass
+class _Op:
+    """One send or receive of the exported program; `deps` are (thread block, op index)."""
+
+    kind: str
+    chunk: int
+    deps: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _channels(src: np.ndarray, dst: np.ndarray) -> dict[tuple[int, int], int]:
+    """A channel per connection (a -> b) such that no rank sends, nor receives, on more than
+    MSCCL's 32 thread blocks per channel: the lowest channel with room at both ends."""
+    used: dict[tuple[str, int, int], int] = defaultdict(int)  # (direction, rank, channel) -> blocks
+    out = {}
+    for a, b in sorted(set(zip(src.tolist(), dst.tolist(), strict=True))):
+        ch = 0
+        while used[("s", a, ch)] >= MAX_TBS_PER_CHANNEL or used[("r", b, ch)] >= MAX_TBS_PER_CHANNEL:
+            ch += 1
+        used[("s", a, ch)] += 1
+        used[("r", b, ch)] += 1
+        out[(a, b)] = ch
+    return out
+
+
+def _thread_blocks(chan: dict[tuple[int, int], int], n: int) -> list[dict[tuple[int, int, int], int]]:
+    """Per rank: (send peer, recv peer, channel) -> thread block id, one block per peer and
+    direction, sorted by (send, recv, channel) so that blocks on the same link sit together."""
+    keys: list[set[tuple[int, int, int]]] = [set() for _ in range(n)]
+    for (a, b), ch in chan.items():
+        keys[a].add((b, -1, ch))
+        keys[b].add((-1, a, ch))
+    return [{k: i for i, k in enumerate(sorted(ks))} for ks in keys]
+
+
+def _place_ops(s: Schedule, src: np.ndarray, dst: np.ndarray, tbs: list[dict], chan: dict) -> tuple:
+    """The ops of every thread block in step order, and where each transfer's halves went."""
+    ops: list[list[list[_Op]]] = [[[] for _ in t] for t in tbs]
+    order = np.lexsort((np.arange(len(s)), s.step))
+    send_at = np.zeros((len(s), 2), dtype=np.int64)  # (tb, index) at the source
+    recv_at = np.zeros((len(s), 2), dtype=np.int64)
+    for t in order.tolist():
+        a, b, c = int(src[t]), int(dst[t]), int(s.chunk[t])
+        tb = tbs[a][(b, -1, chan[(a, b)])]
+        send_at[t] = tb, len(ops[a][tb])
+        ops[a][tb].append(_Op("s", c))
+        tb = tbs[b][(-1, a, chan[(a, b)])]
+        recv_at[t] = tb, len(ops[b][tb])
+        ops[b][tb].append(_Op("r" if s.op[t] == COPY else "rrc", c))
+    return ops, order, send_at, recv_at
+
+
+def _add_waits(s: Schedule, ops: list, order: np.ndarray, src, dst, send_at, recv_at) -> None:
+    """Waits from the step semantics, per chunk buffer in (step, reads before writes) order."""
+    n_ch = s.num_chunks
+    pos = np.empty(len(s), dtype=np.int64)
+    pos[order] = np.arange(len(s))
+    # events: (buffer, step, phase, position, transfer); phase 0 = read (send), 1 = write (recv)
+    buf = np.concatenate([src * n_ch + s.chunk, dst * n_ch + s.chunk])
+    step = np.concatenate([s.step, s.step])
+    phase = np.repeat([0, 1], len(s))
+    tid = np.concatenate([np.arange(len(s)), np.arange(len(s))])
+    ev = np.lexsort((pos[tid], phase, step, buf))
+    last_write: dict[int, tuple[int, int]] = {}
+    reads: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for e in ev.tolist():
+        b, t = int(buf[e]), int(tid[e])
+        rank = b // n_ch
+        if phase[e] == 0:
+            here = (int(send_at[t, 0]), int(send_at[t, 1]))
+            if b in last_write:
+                ops[rank][here[0]][here[1]].deps.append(last_write[b])
+            reads[b].append(here)
+        else:
+            here = (int(recv_at[t, 0]), int(recv_at[t, 1]))
+            waits = reads.pop(b, []) + ([last_write[b]] if b in last_write else [])
+            ops[rank][here[0]][here[1]].deps.extend(waits)
+            last_write[b] = here
+
+
+def _prune_waits(tb_ops: list[list[_Op]]) -> None:
+    """Keep only waits the thread block's order does not already give: none on itself, the
+    latest op per other block, and none an earlier op of the block already waited for."""
+    for me, seq in enumerate(tb_ops):
+        waited: dict[int, int] = {}
+        for op in seq:
+            latest: dict[int, int] = {}
+            for tb, i in op.deps:
+                if tb != me and i > waited.get(tb, -1):
+                    latest[tb] = max(latest.get(tb, -1), i)
+            op.deps = sorted(latest.items())
+            waited.update(latest)
+
+
+def _step_xml(s: int, kind: str, chunk: int, dep: tuple[int, int] | None, hasdep: bool) -> str:
+    off = -1 if kind == "nop" else chunk
+    depid, deps = dep if dep is not None else (-1, -1)
+    return (
+        f'      <step s="{s}" type="{kind}" srcbuf="i" srcoff="{off}" dstbuf="i" dstoff="{off}" '
+        f'cnt="{0 if kind == "nop" else 1}" depid="{depid}" deps="{deps}" hasdep="{int(hasdep)}"/>'
+    )
+
+
+def to_xml(
+    schedule: Schedule,
+    name: str | None = None,
+    proto: str = "Simple",
+    min_bytes: int = 0,
+    max_bytes: int = MAX_BYTES,
+) -> str:
+    """The schedule as MSCCL XML text (deterministic: the same schedule gives the same bytes).
+
+    The schedule must be valid; MscclFormatError if a thread block would exceed MSCCL's 256
+    steps (use fewer chunks) or an argument is out of range.
+    """
+    report = validate(schedule)
+    if not report.ok:
+        raise ArschedError(f"the schedule is not a valid AllReduce: {report.message}")
+    if proto not in PROTOCOLS:
+        raise MscclFormatError(f"protocol {proto!r} is not one of {', '.join(PROTOCOLS)}")
+    if not 0 <= min_bytes < max_bytes <= MAX_BYTES:
+        raise MscclFormatError(f"the size range {min_bytes}..{max_bytes} bytes is empty or out of range")
+    s = schedule
+    n = s.num_ranks
+    rank_of = s.rank_of_node
+    src, dst = rank_of[s.src], rank_of[s.dst]
+    chan = _channels(src, dst)
+    tbs = _thread_blocks(chan, n)
+    worst = max(range(n), key=lambda r: len(tbs[r]))
+    if len(tbs[worst]) > MAX_TBS:
+        raise MscclFormatError(
+            f"rank {s.ranks[worst]} needs {len(tbs[worst])} thread blocks (one per peer and direction); "
+            f"MSCCL allows {MAX_TBS}"
+        )
+    ops, order, send_at, recv_at = _place_ops(s, src, dst, tbs, chan)
+    _add_waits(s, ops, order, src, dst, send_at, recv_at)
+    for tb_ops in ops:
+        _prune_waits(tb_ops)
+    # position of every op once the nops that carry extra waits are in
+    where = [[np.cumsum([len(op.deps[:-1]) + 1 for op in seq]) - 1 for seq in tb_ops] for tb_ops in ops]
+    nchannels = max(chan.values(), default=0) + 1
+    lines = [
+        f'<algo name={quoteattr(name or s.algorithm)} proto={quoteattr(proto)} nchannels="{nchannels}" '
+        f'nchunksperloop="{s.num_chunks}" ngpus="{n}" coll="allreduce" inplace="1" outofplace="0" '
+        f'minBytes="{int(min_bytes)}" maxBytes="{int(max_bytes)}" redop="sum">'
+    ]
+    for r in range(n):
+        targets = {(tb, int(where[r][tb][i])) for seq in ops[r] for op in seq for tb, i in op.deps}
+        lines.append(f'  <gpu id="{r}" i_chunks="{s.num_chunks}" o_chunks="{s.num_chunks}" s_chunks="0">')
+        for (send, recv, ch), tb in tbs[r].items():
+            seq = ops[r][tb]
+            if len(seq) and where[r][tb][-1] >= MAX_STEPS_PER_TB:
+                raise MscclFormatError(
+                    f"thread block {tb} of rank {s.ranks[r]} needs {where[r][tb][-1] + 1} steps; MSCCL "
+                    f"allows {MAX_STEPS_PER_TB}, so build the schedule with fewer chunks"
+                )
+            lines.append(f'    <tb id="{tb}" send="{send}" recv="{recv}" chan="{ch}">')
+            k = 0
+            for op in seq:
+                deps = [(d, int(where[r][d][i])) for d, i in op.deps]
+                for dep in deps[:-1]:
+                    lines.append(_step_xml(k, "nop", 0, dep, False))
+                    k += 1
+                lines.append(_step_xml(k, op.kind, op.chunk, deps[-1] if deps else None, (tb, k) in targets))
+                k += 1
+            lines.append("    </tb>")
+        lines.append("  </gpu>")
+    lines.append("</algo>")
+    return "\n".join(lines) + "\n"
+
+
+def save_xml(schedule: Schedule, path: str | os.PathLike, **options) -> None:
+    """Write the schedule's MSCCL XML atomically; options as for `to_xml`."""
+    write_atomic(path, to_xml(schedule, **options))

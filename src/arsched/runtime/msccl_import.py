@@ -1,0 +1,391 @@
+"""Import an MSCCL XML allreduce as a validated Schedule (format: `msccl_format`).
+
+Every connection's sends are matched with its receives in order, the happens-before order of
+the program is built (thread-block order, waits, send before receive), every two conflicting
+accesses to a chunk must be ordered (otherwise the program has a race), and each transfer gets
+the earliest step the step semantics allow. Input and output buffer are read as one (in
+place); scratch buffers and moves between chunk positions have no counterpart in the schedule
+IR and are refused with one sentence. `rrs` (receive, reduce, send without storing) is read as
+`rrcs`: the partial sum stays in the local chunk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.collective.validate import validate
+from arsched.runtime.msccl_format import STEP_TYPES, MscclFormatError
+from arsched.topology.core import Topology
+
+
+def _int(elem: ET.Element, key: str, what: str) -> int:
+    raw = elem.get(key)
+    if raw is None:
+        raise MscclFormatError(f"{what} has no {key!r} attribute")
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise MscclFormatError(f"{what} has {key}={raw!r}, which is not an integer") from None
+
+
+def _children(elem: ET.Element, tag: str) -> list[ET.Element]:
+    return [c for c in elem if c.tag == tag]
+
+
+@dataclass
+class _Program:
+    """The parsed program as a graph of nodes (op halves) with happens-before edges."""
+
+    ngpus: int
+    nchunks: int
+    name: str
+    edges: list[tuple[int, int]] = field(default_factory=list)
+    node_where: list[str] = field(default_factory=list)
+    node_tb: list[tuple[int, int]] = field(default_factory=list)
+    # per connection (sender, receiver, channel): [(node, chunk)] and [(node, chunk, reduce)]
+    sends: dict[tuple[int, int, int], list[tuple[int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    recvs: dict[tuple[int, int, int], list[tuple[int, int, bool]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+    def node(self, where: str, tb: tuple[int, int]) -> int:
+        self.node_where.append(where)
+        self.node_tb.append(tb)
+        return len(self.node_where) - 1
+
+
+def _buffer(step: ET.Element, key: str, what: str) -> None:
+    value = step.get(key)
+    if value is None:
+        raise MscclFormatError(f"{what} has no {key!r} attribute")
+    if value == "s":
+        raise MscclFormatError(
+            f"{what} uses the scratch buffer, which arsched's schedule IR has no counterpart for"
+        )
+    if value not in ("i", "o"):
+        raise MscclFormatError(f"{what} has {key}={value!r}; MSCCL buffers are 'i', 'o' and 's'")
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A thread block's attributes: its id, its send and receive peers (-1: none), its channel."""
+
+    id: int
+    send: int
+    recv: int
+    chan: int
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A step's attributes; `where` names the step in error messages."""
+
+    where: str
+    kind: str
+    srcoff: int
+    dstoff: int
+    cnt: int
+    depid: int
+    deps: int
+
+
+def _read_block(tb: ET.Element, g: int, ngpus: int, what: str) -> _Block:
+    """The thread block's attributes; its peers are -1 or another gpu, its channel not negative."""
+    block = _Block(_int(tb, "id", what), *(_int(tb, k, what) for k in ("send", "recv", "chan")))
+    for key, peer in (("send", block.send), ("recv", block.recv)):
+        if not -1 <= peer < ngpus or peer == g:
+            raise MscclFormatError(f"{what} has {key}={peer}; peers are -1 or another gpu in 0..{ngpus - 1}")
+    if block.chan < 0:
+        raise MscclFormatError(f"{what} has the negative channel {block.chan}")
+    return block
+
+
+def _read_step(st: ET.Element, pos: int, what: str) -> _Step:
+    """The attributes of the step at position `pos`: numbered `pos`, of a known type, with
+    integer offsets, count and wait."""
+    sw = f"step {pos} of {what}"
+    if _int(st, "s", sw) != pos:
+        raise MscclFormatError(f"{sw} is numbered s={st.get('s')}; steps must be numbered 0, 1, 2, ...")
+    kind = st.get("type")
+    if kind not in STEP_TYPES:
+        raise MscclFormatError(f"{sw} has the unknown type {kind!r}; MSCCL types are {', '.join(STEP_TYPES)}")
+    srcoff, dstoff, cnt = (_int(st, k, sw) for k in ("srcoff", "dstoff", "cnt"))
+    return _Step(sw, kind, srcoff, dstoff, cnt, _int(st, "depid", sw), _int(st, "deps", sw))
+
+
+def _local_chunks(st: ET.Element, step: _Step, nchunks: int) -> range:
+    """The chunks of its own gpu that a data-moving step touches. Refuses scratch buffers, empty
+    counts, offsets outside the buffer and moves between chunk positions."""
+    _buffer(st, "srcbuf", step.where)
+    _buffer(st, "dstbuf", step.where)
+    if step.cnt < 1:
+        raise MscclFormatError(f"{step.where} moves cnt={step.cnt} chunks; it must be at least 1")
+    combines = step.kind in ("cpy", "re", "rrc", "rrcs")  # src and dst are both local chunks
+    local = step.srcoff if step.kind in ("s", "rrs") else step.dstoff
+    offsets = ((step.srcoff, "srcoff"), (step.dstoff, "dstoff")) if combines else ((local, "offset"),)
+    for off, key in offsets:
+        if not 0 <= off <= nchunks - step.cnt:
+            raise MscclFormatError(
+                f"{step.where} has {key}={off} with cnt={step.cnt}, "
+                f"outside the {nchunks} chunks of the buffer"
+            )
+    if combines and step.srcoff != step.dstoff:
+        raise MscclFormatError(
+            f"{step.where} ({step.kind}) combines chunk {step.srcoff} into chunk {step.dstoff}; arsched's "
+            "schedule IR keeps every chunk in its own position"
+        )
+    return range(local, local + step.cnt)
+
+
+def _check_peers(step: _Step, block: _Block) -> None:
+    """A step that receives (sends) needs a thread block with a receive (send) peer."""
+    receives, _, sends = STEP_TYPES[step.kind]
+    if (receives and block.recv < 0) or (sends and block.send < 0):
+        raise MscclFormatError(f"{step.where} is a {step.kind!r} step in a thread block without that peer")
+
+
+def _add_step(prog: _Program, g: int, block: _Block, st: ET.Element, step: _Step) -> tuple[int, int]:
+    """The step's (first, last) node, its halves queued on their connections. A fused step is two
+    nodes: its send half comes after its receive half; a nop is one node and moves nothing."""
+    first = last = prog.node(step.where, (g, block.id))
+    if step.kind == "nop":
+        return first, last
+    chunks = _local_chunks(st, step, prog.nchunks)
+    _check_peers(step, block)
+    receives, reduces, sends = STEP_TYPES[step.kind]
+    if receives:
+        prog.recvs[(block.recv, g, block.chan)].extend((first, c, reduces) for c in chunks)
+    if sends:
+        if receives:
+            last = prog.node(step.where, (g, block.id))
+            prog.edges.append((first, last))
+        prog.sends[(g, block.send, block.chan)].extend((last, c) for c in chunks)
+    return first, last
+
+
+def _parse_tb(prog: _Program, g: int, tb: ET.Element, what: str) -> tuple[int, list[tuple[int, int]], list]:
+    """Nodes of one thread block, chained in step order: (id, [(first node, last node)] per
+    step, [(node, depid, deps, where)] waits to resolve once the gpu's blocks are known)."""
+    block = _read_block(tb, g, prog.ngpus, what)
+    nodes: list[tuple[int, int]] = []
+    waits = []
+    for pos, st in enumerate(_children(tb, "step")):
+        step = _read_step(st, pos, what)
+        nodes.append(_add_step(prog, g, block, st, step))
+        if step.depid >= 0:
+            waits.append((nodes[-1][0], step.depid, step.deps, step.where))
+    for (_, a), (b, _) in itertools.pairwise(nodes):
+        prog.edges.append((a, b))
+    return block.id, nodes, waits
+
+
+def _read_root(text: str, where: str) -> tuple[ET.Element, _Program]:
+    """The `<algo>` element of an allreduce and an empty program of its size."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise MscclFormatError(f"{where} is not well-formed XML ({e})") from None
+    if root.tag != "algo":
+        raise MscclFormatError(f"{where} has root element <{root.tag}>; MSCCL XML starts with <algo>")
+    coll = root.get("coll")
+    if coll != "allreduce":
+        raise MscclFormatError(f"{where} is a {coll!r} algorithm; only allreduce can be imported")
+    prog = _Program(
+        _int(root, "ngpus", "<algo>"), _int(root, "nchunksperloop", "<algo>"), root.get("name", "msccl")
+    )
+    if prog.ngpus < 1 or prog.nchunks < 1:
+        raise MscclFormatError(f"{where} needs ngpus and nchunksperloop of at least 1")
+    return root, prog
+
+
+def _parse_gpu(prog: _Program, g: int, gpu: ET.Element) -> None:
+    """The nodes of gpu `g`'s thread blocks, with the waits between them as edges."""
+    blocks: dict[int, list[tuple[int, int]]] = {}
+    waits = []
+    for tb in _children(gpu, "tb"):
+        tid, steps, tb_waits = _parse_tb(prog, g, tb, f"tb {tb.get('id')} of gpu {g}")
+        if tid in blocks:
+            raise MscclFormatError(f"gpu {g} has two thread blocks with id {tid}")
+        blocks[tid] = steps
+        waits += tb_waits
+    for node, depid, deps, sw in waits:
+        if depid not in blocks or not 0 <= deps < len(blocks[depid]):
+            raise MscclFormatError(f"{sw} waits for step {deps} of thread block {depid}, which gpu {g} lacks")
+        prog.edges.append((blocks[depid][deps][1], node))
+
+
+def _match_connections(prog: _Program) -> list[tuple[int, int, int, bool, int, int]]:
+    """Each connection's sends paired with its receives in order, as transfers (sender,
+    receiver, chunk, reduces, send node, receive node); a send happens before its receive."""
+    transfers = []
+    for key in sorted(set(prog.sends) | set(prog.recvs)):
+        a, b, chan = key
+        out, inn = prog.sends.get(key, []), prog.recvs.get(key, [])
+        if len(out) != len(inn):
+            raise MscclFormatError(
+                f"gpu {a} sends {len(out)} chunks to gpu {b} on channel {chan}; gpu {b} receives {len(inn)}"
+            )
+        for (sn, sc), (rn, rc, red) in zip(out, inn, strict=True):
+            if sc != rc:
+                raise MscclFormatError(
+                    f"gpu {a} sends chunk {sc} that gpu {b} receives into chunk {rc}; arsched's schedule "
+                    "IR keeps every chunk in its own position"
+                )
+            prog.edges.append((sn, rn))
+            transfers.append((a, b, sc, red, sn, rn))
+    return transfers
+
+
+def _parse(text: str, where: str) -> tuple[_Program, list]:
+    """The program's happens-before graph and its transfers."""
+    root, prog = _read_root(text, where)
+    seen: set[int] = set()
+    for gpu in _children(root, "gpu"):
+        g = _int(gpu, "id", "a <gpu>")
+        if not 0 <= g < prog.ngpus or g in seen:
+            raise MscclFormatError(f"<gpu id={g}> is out of range 0..{prog.ngpus - 1} or listed twice")
+        seen.add(g)
+        _parse_gpu(prog, g, gpu)
+    return prog, _match_connections(prog)
+
+
+def _happens_before(prog: _Program) -> tuple[np.ndarray, list[int]]:
+    """Topological index of every node and its ancestors as a bitset; MscclFormatError on a cycle."""
+    n = len(prog.node_where)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = np.zeros(n, dtype=np.int64)
+    for a, b in prog.edges:
+        succ[a].append(b)
+        indeg[b] += 1
+    ready = sorted(np.flatnonzero(indeg == 0).tolist(), reverse=True)
+    topo = np.full(n, -1, dtype=np.int64)
+    ancestors = [0] * n
+    k = 0
+    while ready:
+        v = ready.pop()
+        topo[v] = k
+        k += 1
+        mine = ancestors[v] | (1 << v)
+        for w in succ[v]:
+            ancestors[w] |= mine
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    if k < n:
+        stuck = prog.node_where[int(np.flatnonzero(topo < 0)[0])]
+        raise MscclFormatError(f"the waits and receives of the program form a cycle ({stuck} can never run)")
+    return topo, ancestors
+
+
+def _check_ordered(prog: _Program, ancestors: list[int], x: int, y: int, gpu: int, chunk: int) -> None:
+    """Node `x` happens before node `y`; otherwise their accesses to the chunk race."""
+    if not (ancestors[y] >> x) & 1:
+        raise MscclFormatError(
+            f"{prog.node_where[x]} and {prog.node_where[y]} both touch chunk {chunk} of gpu {gpu} "
+            "with nothing ordering them (a race)"
+        )
+
+
+def _constraints(prog: _Program, transfers: list, topo: np.ndarray, ancestors: list[int]) -> np.ndarray:
+    """Rows (before, after, gap): step[after] >= step[before] + gap, from the buffer accesses
+    (a write before a read or a copy: gap 1; a read before a write, reduces in a row: gap 0) and
+    from thread-block order (gap 0, keeps each block's order)."""
+    access = defaultdict(list)  # (gpu, chunk) -> [(topo, node, transfer, kind)], kind r / reduce / copy
+    for t, (a, b, c, red, sn, rn) in enumerate(transfers):
+        access[(a, c)].append((int(topo[sn]), sn, t, "read"))
+        access[(b, c)].append((int(topo[rn]), rn, t, "reduce" if red else "copy"))
+    rows = []
+    for (gpu, chunk), acc in sorted(access.items()):
+        acc.sort()
+        last = None
+        reads: list[tuple[int, int]] = []
+        for _, node, t, kind in acc:
+            if kind == "read":
+                if last is not None:
+                    _check_ordered(prog, ancestors, last[0], node, gpu, chunk)
+                    rows.append((last[1], t, 1))
+                reads.append((node, t))
+                continue
+            for rnode, rt in reads:
+                _check_ordered(prog, ancestors, rnode, node, gpu, chunk)
+                rows.append((rt, t, 0))
+            if last is not None:
+                _check_ordered(prog, ancestors, last[0], node, gpu, chunk)
+                rows.append((last[1], t, int(not (kind == last[2] == "reduce"))))
+            last, reads = (node, t, kind), []
+    by_tb = defaultdict(list)  # thread block -> [(topo, transfer)]
+    for t, (_, _, _, _, sn, rn) in enumerate(transfers):
+        for node in (sn, rn):
+            by_tb[prog.node_tb[node]].append((int(topo[node]), t))
+    for seq in by_tb.values():
+        seq.sort()
+        rows += [(x[1], y[1], 0) for x, y in itertools.pairwise(seq) if x[1] != y[1]]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
+def _earliest_steps(rows: np.ndarray, count: int) -> np.ndarray:
+    """Least steps meeting every constraint row (longest paths by repeated relaxation)."""
+    step = np.zeros(count, dtype=np.int64)
+    for _ in range(count + 1):
+        new = step.copy()
+        np.maximum.at(new, rows[:, 1], step[rows[:, 0]] + rows[:, 2])
+        if np.array_equal(new, step):
+            return step
+        step = new
+    raise MscclFormatError("the program's order cannot be written as steps (its constraints form a cycle)")
+
+
+def from_xml(
+    text: str,
+    topology: Topology,
+    ranks: Sequence[str] | None = None,
+    nbytes: float = 1e8,
+    where: str = "the XML",
+) -> Schedule:
+    """A validated Schedule from MSCCL XML; gpu i is `ranks[i]` (default: the topology's first
+    servers), paths are the topology's routes. MscclFormatError with one sentence otherwise."""
+    prog, transfers = _parse(text, where)
+    names = tuple(topology.servers[: prog.ngpus] if ranks is None else ranks)
+    if len(names) != prog.ngpus:
+        raise MscclFormatError(
+            f"{where} runs on {prog.ngpus} gpus but {len(names)} ranks are given"
+            + (f" ({topology.name} has {len(topology.servers)} servers)" if ranks is None else "")
+        )
+    topo_index, ancestors = _happens_before(prog)
+    rows = _constraints(prog, transfers, topo_index, ancestors)
+    step = _earliest_steps(rows, len(transfers))
+    builder = ScheduleBuilder(topology, names, nbytes, prog.nchunks, prog.name, {"source": "msccl-xml"})
+    # within a step, in the order of the receives: keeps each connection's order and each chain
+    # of reduces into one chunk, so exporting the result gives the same program again
+    rn_topo = [int(topo_index[t[5]]) for t in transfers]
+    for t in sorted(range(len(transfers)), key=lambda t: (int(step[t]), rn_topo[t])):
+        a, b, c, red, _, _ = transfers[t]
+        builder.add(int(step[t]), c, names[a], names[b], "reduce" if red else "copy", where=f"{where}")
+    schedule = builder.build()
+    report = validate(schedule)
+    if not report.ok:
+        raise MscclFormatError(f"{where} does not compute an AllReduce: {report.message}")
+    return schedule
+
+
+def load_xml(
+    path: str | os.PathLike, topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8
+) -> Schedule:
+    """Read an MSCCL XML file into a Schedule (see `from_xml`)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise MscclFormatError(f"cannot read MSCCL XML file {p} ({e})") from None
+    return from_xml(text, topology, ranks, nbytes, where=str(p))
