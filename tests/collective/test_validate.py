@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from arsched.collective import (
@@ -455,10 +455,6 @@ def cases(draw):
     return t, ranks, transfers, num_chunks
 
 
-PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@PROPERTY
 @given(cases())
 def test_property_reference_schedules_validate(case):
     t, ranks, transfers, num_chunks = case
@@ -484,7 +480,6 @@ def mutate(transfers, num_chunks, kind: str, i: int, c: int):
     return out, None
 
 
-@PROPERTY
 @given(
     cases(),
     st.sampled_from(["drop", "duplicate-reduce", "change-chunk"]),
@@ -505,9 +500,7 @@ def test_property_mutations_are_rejected_by_both_checks(case, kind, i, c):
     assert v.ok == n.ok == (ref is None)
 
 
-@settings(
-    max_examples=15, deadline=None, phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=15, phases=[Phase.generate])
 @given(cases(), st.sampled_from(["drop", "duplicate-reduce", "late-reduce"]), st.integers(0, 10_000))
 def test_property_mutation_kinds_agree_with_the_reference(case, kind, i):
     """The validator names the same violation as the reference interpreter; a reduce replayed
