@@ -5,11 +5,13 @@ nothing."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
 import pytest
 
+from arsched.algorithms import build
 from arsched.collective import Transfer, load, save
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
 from arsched.units import parse_time
@@ -172,3 +174,35 @@ def test_plot_into_a_missing_folder_exits_2(capsys, tmp_path, ps_file):
 def test_bad_alpha_exits_2(capsys, ps_file, alpha):
     code, _, err = run(capsys, "simulate", str(ps_file), "--alpha", alpha)
     assert_one_line_error(code, err)
+
+
+def test_fifo_json_equals_the_api(capsys, ring_file):
+    code, out, err = run(capsys, "simulate", str(ring_file), "--fifo", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == simulate_flow(load(ring_file), DEFAULT_ALPHA, fifo=True).to_dict()
+
+
+def test_compare_writes_table_csv_and_plot(capsys, tmp_path):
+    """`arsched compare` simulates every algorithm it is given (validated first) at every size and
+    names those that do not apply to the topology, with the reason."""
+    csv_path, png = tmp_path / "cmp.csv", tmp_path / "gaps.png"
+    argv = ["compare", "-t", "torus:dims=2x2", "--algorithms", "ring,ps,bcube-native", "--size", "1MB,4MB"]
+    code, out, err = run(capsys, *argv, "--csv", str(csv_path), "--plot", str(png))
+    assert code == 0, err
+    rows = list(csv.DictReader(csv_path.open()))
+    skipped = [r for r in rows if r["note"]]
+    assert {r["algorithm"] for r in skipped} == {"bcube-native"}
+    assert all("applies only to a bcube" in r["note"] and r["time_s"] == "nan" for r in skipped)
+    ran = [r for r in rows if not r["note"]]
+    assert [(r["algorithm"], float(r["bytes"])) for r in ran] == [
+        ("ring", 1e6),
+        ("ring", 4e6),
+        ("ps", 1e6),
+        ("ps", 4e6),
+    ]
+    for r in ran:  # the flow model with its default overhead, as the API gives it
+        api = simulate_flow(build(r["algorithm"], topo("torus:dims=2x2"), None, float(r["bytes"])))
+        assert float(r["time_s"]) == pytest.approx(api.time_s, rel=1e-9)
+        assert float(r["gap"]) == pytest.approx(api.gap, rel=1e-9) and api.gap >= 1 - 1e-9
+    assert png.read_bytes().startswith(PNG_MAGIC)
+    assert "bcube-native" in out and "applies only to a bcube" in " ".join(out.split())
