@@ -39,6 +39,11 @@ R4 = ("s0", "s1", "s2", "s3")
 R3 = ("s0", "s1", "s2")
 
 
+def broadcast(step: int, root: str, dsts, chunk: int = 0) -> list[Transfer]:
+    """The copies of `root`'s buffer of `chunk` to every rank of `dsts`, all in `step`."""
+    return [Transfer(step, chunk, root, d, "copy") for d in dsts]
+
+
 def names(message: str, *nodes: str) -> bool:
     """True if every node id appears in the message as a whole word (s1 is not s10)."""
     return all(re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", message) for n in nodes)
@@ -204,8 +209,7 @@ def test_double_count_overlapping_partial_sums_in_one_step():
         Transfer(0, 0, "s0", "s1"),
         Transfer(1, 0, "s1", "s2"),
         Transfer(1, 0, "s0", "s2"),
-        Transfer(2, 0, "s2", "s0", "copy"),
-        Transfer(2, 0, "s2", "s1", "copy"),
+        *broadcast(2, "s2", ("s0", "s1")),
     ]
     rep = assert_rejected(schedule(transfers, ranks=R3, num_chunks=1), "double-count", 2, "s0")
     assert names(tail(rep.message), "s0")
@@ -217,8 +221,7 @@ def test_double_count_across_steps():
         Transfer(0, 0, "s1", "s0"),
         Transfer(1, 0, "s1", "s0"),  # s1 still holds only its own data: added a second time
         Transfer(1, 0, "s2", "s0"),
-        Transfer(2, 0, "s0", "s1", "copy"),
-        Transfer(2, 0, "s0", "s2", "copy"),
+        *broadcast(2, "s0", ("s1", "s2")),
     ]
     rep = assert_rejected(schedule(transfers, ranks=R3, num_chunks=1), "double-count", 1, "s1")
     assert names(tail(rep.message), "s1") and not names(tail(rep.message), "s2")
@@ -235,7 +238,7 @@ def test_numeric_check_sees_double_counts(where):
         s = schedule(transfers)
     else:
         transfers = [Transfer(0, 0, "s0", "s1"), Transfer(1, 0, "s1", "s2"), Transfer(1, 0, "s0", "s2")]
-        transfers += [Transfer(2, 0, "s2", "s0", "copy"), Transfer(2, 0, "s2", "s1", "copy")]
+        transfers += broadcast(2, "s2", ("s0", "s1"))
         s = schedule(transfers, ranks=R3, num_chunks=1)
     assert reference_violation(s.ranks, s.num_chunks, s.transfers) == "double-count"
     for seed in (0, 1):
@@ -392,8 +395,7 @@ def test_chained_reduces_in_one_step_forward_old_data():
         Transfer(0, 0, "s1", "s2"),
         Transfer(0, 0, "s0", "s1"),
         Transfer(1, 0, "s0", "s2"),
-        Transfer(2, 0, "s2", "s0", "copy"),
-        Transfer(2, 0, "s2", "s1", "copy"),
+        *broadcast(2, "s2", ("s0", "s1")),
     ]
     assert_valid(schedule(transfers, ranks=R3, num_chunks=1), 3)
 
@@ -406,7 +408,7 @@ def test_disjoint_reduces_into_one_buffer_in_one_step_are_allowed():
         Transfer(0, 0, "s3", "s1"),
         Transfer(1, 0, "s1", "s0"),
         Transfer(1, 0, "s4", "s0"),
-        *(Transfer(2, 0, "s0", r, "copy") for r in ranks[1:]),
+        *broadcast(2, "s0", ranks[1:]),
     ]
     assert_valid(schedule(transfers, ranks=ranks, num_chunks=1, spec="star:n=5"), 3)
 
