@@ -206,7 +206,7 @@ def small_graphs(draw):
     return t, ranks
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(small_graphs())
 def test_property_cut_equals_brute_force(case):
     t, ranks = case

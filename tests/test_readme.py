@@ -59,6 +59,7 @@ def test_readme_simulation_block_runs(tmp_path, monkeypatch, capsys):
     assert int(rounds) == 2 * (16 - 1)
 
 
+@pytest.mark.slow  # ~100 s; every command of the tour has fast tests of its own
 def test_readme_command_line_tour_runs_as_written(tmp_path, monkeypatch, capsys):
     """Every `arsched` line of the README's tour exits 0, run in order from a fresh folder."""
     import shlex

@@ -48,7 +48,7 @@ def test_unknown_algorithm_is_one_sentence():
     assert "\n" not in str(info.value) and "ring" in str(info.value)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     name=st.sampled_from(NAMES),
     spec=st.sampled_from(SPECS),

@@ -163,7 +163,7 @@ def test_the_placement_keeps_its_load_and_steps_right():
     assert plan.time == pytest.approx(busiest.sum() + (busiest > 0).sum() * 1e-5)
 
 
-@pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "dcell:n=2,k=1"])
+@pytest.mark.parametrize("spec", [pytest.param("bcube:n=3,k=1", marks=pytest.mark.slow), "dcell:n=2,k=1"])
 def test_levels_beat_the_pipeline_on_switched_networks(spec):
     """Over the overlay's few peers per rank, in-order connections keep the level steps in
     order on switched networks too: the default picks them at 256 MB, within 5 % of the bound

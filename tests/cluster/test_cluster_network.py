@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from arsched.algorithms.ring import add_ring
@@ -64,7 +64,6 @@ def test_reserved_mode_first_come_first_reserved():
     assert b == pytest.approx([B, 0.0])
 
 
-@settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 12))
 def test_reserved_never_exceeds_capacity(seed, jobs):
     rng = np.random.default_rng(seed)

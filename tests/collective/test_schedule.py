@@ -154,7 +154,7 @@ def test_vectorised_builder_matches_row_by_row(spec):
     assert validate(fast).ok
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(st.data())
 def test_vectorised_default_routes_are_the_topology_routes(data):
     t = topo(

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from arsched.collective import (
@@ -37,6 +37,11 @@ from schedules import (
 STAR4 = "star:n=4"
 R4 = ("s0", "s1", "s2", "s3")
 R3 = ("s0", "s1", "s2")
+
+
+def broadcast(step: int, root: str, dsts, chunk: int = 0) -> list[Transfer]:
+    """The copies of `root`'s buffer of `chunk` to every rank of `dsts`, all in `step`."""
+    return [Transfer(step, chunk, root, d, "copy") for d in dsts]
 
 
 def names(message: str, *nodes: str) -> bool:
@@ -204,8 +209,7 @@ def test_double_count_overlapping_partial_sums_in_one_step():
         Transfer(0, 0, "s0", "s1"),
         Transfer(1, 0, "s1", "s2"),
         Transfer(1, 0, "s0", "s2"),
-        Transfer(2, 0, "s2", "s0", "copy"),
-        Transfer(2, 0, "s2", "s1", "copy"),
+        *broadcast(2, "s2", ("s0", "s1")),
     ]
     rep = assert_rejected(schedule(transfers, ranks=R3, num_chunks=1), "double-count", 2, "s0")
     assert names(tail(rep.message), "s0")
@@ -217,8 +221,7 @@ def test_double_count_across_steps():
         Transfer(0, 0, "s1", "s0"),
         Transfer(1, 0, "s1", "s0"),  # s1 still holds only its own data: added a second time
         Transfer(1, 0, "s2", "s0"),
-        Transfer(2, 0, "s0", "s1", "copy"),
-        Transfer(2, 0, "s0", "s2", "copy"),
+        *broadcast(2, "s0", ("s1", "s2")),
     ]
     rep = assert_rejected(schedule(transfers, ranks=R3, num_chunks=1), "double-count", 1, "s1")
     assert names(tail(rep.message), "s1") and not names(tail(rep.message), "s2")
@@ -235,7 +238,7 @@ def test_numeric_check_sees_double_counts(where):
         s = schedule(transfers)
     else:
         transfers = [Transfer(0, 0, "s0", "s1"), Transfer(1, 0, "s1", "s2"), Transfer(1, 0, "s0", "s2")]
-        transfers += [Transfer(2, 0, "s2", "s0", "copy"), Transfer(2, 0, "s2", "s1", "copy")]
+        transfers += broadcast(2, "s2", ("s0", "s1"))
         s = schedule(transfers, ranks=R3, num_chunks=1)
     assert reference_violation(s.ranks, s.num_chunks, s.transfers) == "double-count"
     for seed in (0, 1):
@@ -392,8 +395,7 @@ def test_chained_reduces_in_one_step_forward_old_data():
         Transfer(0, 0, "s1", "s2"),
         Transfer(0, 0, "s0", "s1"),
         Transfer(1, 0, "s0", "s2"),
-        Transfer(2, 0, "s2", "s0", "copy"),
-        Transfer(2, 0, "s2", "s1", "copy"),
+        *broadcast(2, "s2", ("s0", "s1")),
     ]
     assert_valid(schedule(transfers, ranks=R3, num_chunks=1), 3)
 
@@ -406,7 +408,7 @@ def test_disjoint_reduces_into_one_buffer_in_one_step_are_allowed():
         Transfer(0, 0, "s3", "s1"),
         Transfer(1, 0, "s1", "s0"),
         Transfer(1, 0, "s4", "s0"),
-        *(Transfer(2, 0, "s0", r, "copy") for r in ranks[1:]),
+        *broadcast(2, "s0", ranks[1:]),
     ]
     assert_valid(schedule(transfers, ranks=ranks, num_chunks=1, spec="star:n=5"), 3)
 
@@ -455,10 +457,6 @@ def cases(draw):
     return t, ranks, transfers, num_chunks
 
 
-PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@PROPERTY
 @given(cases())
 def test_property_reference_schedules_validate(case):
     t, ranks, transfers, num_chunks = case
@@ -484,7 +482,6 @@ def mutate(transfers, num_chunks, kind: str, i: int, c: int):
     return out, None
 
 
-@PROPERTY
 @given(
     cases(),
     st.sampled_from(["drop", "duplicate-reduce", "change-chunk"]),
@@ -505,9 +502,7 @@ def test_property_mutations_are_rejected_by_both_checks(case, kind, i, c):
     assert v.ok == n.ok == (ref is None)
 
 
-@settings(
-    max_examples=15, deadline=None, phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=15, phases=[Phase.generate])
 @given(cases(), st.sampled_from(["drop", "duplicate-reduce", "late-reduce"]), st.integers(0, 10_000))
 def test_property_mutation_kinds_agree_with_the_reference(case, kind, i):
     """The validator names the same violation as the reference interpreter; a reduce replayed

@@ -1,7 +1,9 @@
-"""Independent reference computations for the simulator tests, written from design §3.3/§3.5
-without arsched.sim: the dependency sets of asynchronous execution, max-min fair rates by the
-classic bottleneck-link algorithm, first-fit rounds, and a plain event-driven flow simulator.
-Everything works on Python sets of (node, node) links taken from the schedule's written paths.
+"""The independent reference for the simulator tests, written from design §3.3/§3.5 in plain
+Python without arsched.sim: the dependency sets of asynchronous execution (every pair of
+transfers compared against the rules), max-min fair rates by the bottleneck-link algorithm (not
+the progressive filling arsched uses), first-fit rounds, and a plain event loop for the flow
+model. Everything works on the (node, node) links of each transfer's written path; slow and
+simple on purpose.
 """
 
 from __future__ import annotations
@@ -10,39 +12,33 @@ from collections import Counter
 
 import numpy as np
 
-from schedules import (
-    bfs_route,
-    make,
-    ps_allreduce,
-    ps_transfers,
-    recursive_doubling_allreduce,
-    ring_allreduce,
-    ring_transfers,
-    topo,
-)
-
-__all__ = [
-    "bfs_route",
-    "first_fit",
-    "link_lists",
-    "make",
-    "max_link_load",
-    "ps_allreduce",
-    "ps_transfers",
-    "recursive_doubling_allreduce",
-    "reference_flow",
-    "ring_allreduce",
-    "ring_transfers",
-    "semantic_preds",
-    "steps_of",
-    "topo",
-    "water_fill",
-]
-
 
 def link_lists(schedule) -> list[list[tuple[str, str]]]:
     """The directed links (u, v) of every transfer's path, in stored order."""
     return [list(zip(t.path[:-1], t.path[1:], strict=True)) for t in schedule.transfers]
+
+
+def link_index(topology) -> dict[tuple[str, str], int]:
+    """(src, dst) -> position of that link in topology.links (the order of per-link arrays)."""
+    return {(lk.src, lk.dst): i for i, lk in enumerate(topology.links)}
+
+
+def link_numbers(schedule) -> list[list[int]]:
+    """The positions in topology.links of every transfer's path links."""
+    index = link_index(schedule.topology)
+    return [[index[lk] for lk in links] for links in link_lists(schedule)]
+
+
+def path_latency(schedule) -> np.ndarray:
+    """Every transfer's path latency: the sum over its links."""
+    top = schedule.topology
+    return np.array([sum(top.link(u, v).latency for u, v in ls) for ls in link_lists(schedule)])
+
+
+def path_bottleneck(schedule) -> np.ndarray:
+    """Every transfer's path bandwidth: the slowest of its links."""
+    top = schedule.topology
+    return np.array([min(top.link(u, v).bandwidth for u, v in ls) for ls in link_lists(schedule)])
 
 
 def steps_of(schedule) -> dict[int, list[int]]:
@@ -51,6 +47,29 @@ def steps_of(schedule) -> dict[int, list[int]]:
     for i, t in enumerate(schedule.transfers):
         out.setdefault(t.step, []).append(i)
     return dict(sorted(out.items()))
+
+
+def step_link_loads(schedule) -> dict[int, int]:
+    """The largest number of a step's transfers sharing one directed link, per step."""
+    links = link_lists(schedule)
+    return {
+        step: max(Counter(lk for i in rows for lk in links[i]).values())
+        for step, rows in steps_of(schedule).items()
+    }
+
+
+def disjoint_steps(schedule) -> bool:
+    """True if no directed link carries two transfers of the same step."""
+    return all(v == 1 for v in step_link_loads(schedule).values())
+
+
+def uniform_bandwidth(topology) -> bool:
+    return len({lk.bandwidth for lk in topology.links}) == 1
+
+
+def max_link_load(link_sets: list[set]) -> int:
+    """The most transfers of the list that use one directed link."""
+    return max(Counter(lk for ls in link_sets for lk in ls).values())
 
 
 def semantic_preds(schedule, synchronous: bool = False) -> list[set[int]]:
@@ -107,6 +126,22 @@ def first_fit(link_sets: list[set]) -> list[int]:
     return out
 
 
+def reference_rounds(schedule, alpha: float) -> tuple[int, float]:
+    """Rounds and time of the round model: first fit per step over the written paths, each
+    round lasting chunk / slowest used link + longest path latency + α."""
+    links = link_lists(schedule)
+    bw, lat = path_bottleneck(schedule), path_latency(schedule)
+    rounds, total = 0, 0.0
+    for rows in steps_of(schedule).values():
+        rnd = np.array(first_fit([set(links[i]) for i in rows]))
+        rows_a = np.array(rows)
+        for r in range(rnd.max() + 1):
+            members = rows_a[rnd == r]
+            total += schedule.chunk_bytes / bw[members].min() + lat[members].max() + alpha
+        rounds += int(rnd.max()) + 1
+    return rounds, total
+
+
 def reference_flow(schedule, alpha: float, synchronous: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) per transfer in the flow model of design §3.5, by a plain event loop:
     a transfer is ready when all its semantic predecessors are done, sends from ready + α at
@@ -114,7 +149,7 @@ def reference_flow(schedule, alpha: float, synchronous: bool = False) -> tuple[n
     topology = schedule.topology
     links = link_lists(schedule)
     cap = {(lk.src, lk.dst): lk.bandwidth for lk in topology.links}
-    lat = [sum(topology.link(u, v).latency for u, v in ls) for ls in links]
+    lat = path_latency(schedule)
     preds = semantic_preds(schedule, synchronous)
     n = len(links)
     size = schedule.chunk_bytes
@@ -152,8 +187,3 @@ def reference_flow(schedule, alpha: float, synchronous: bool = False) -> tuple[n
             if t not in finished and done[t] <= now * (1 + eps):
                 finished.add(t)
     return ready, done
-
-
-def max_link_load(link_sets: list[set]) -> int:
-    """The most transfers of the list that use one directed link."""
-    return max(Counter(lk for ls in link_sets for lk in ls).values())

@@ -1,129 +1,139 @@
-"""Dependencies of asynchronous execution (sim.deps): each rule of design §3.3 on a hand-made
-schedule (writer of the source, earlier readers and writers of the destination, no dependency
-on a same-step reader, the barrier of synchronous=True), and Readiness against the semantic
-predecessor sets computed independently, on reference schedules and on random ones."""
+"""Dependencies of asynchronous execution (sim.deps, design §3.3): each rule on a hand-made
+schedule (read after write, write after read, write after write, no dependency on a same-step
+reader or on another reader, every writer of a group, the synchronous barrier, sparse steps),
+and the ready sets of `Readiness` against the reference's predecessor sets on reference
+schedules and on random transfer lists, completed in random batches."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from simref import ps_allreduce, recursive_doubling_allreduce, ring_allreduce, semantic_preds, topo
+from simref import semantic_preds
 
 from arsched.collective import Schedule, Transfer
 from arsched.sim.deps import Readiness, derive
+from schedules import make, ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
 STAR = "star:n=5"
+SERVERS = ("s0", "s1", "s2", "s3", "s4")
 
 
-def sched(rows, num_chunks: int = 2) -> Schedule:
-    """A schedule on star(5) from (step, chunk, src, dst, op) rows, default paths."""
-    t = topo(STAR)
-    return Schedule.from_transfers(t, t.servers, 1e6, num_chunks, [Transfer(*r) for r in rows])
+def sched(*rows: tuple, num_chunks: int = 2) -> Schedule:
+    """A schedule (not necessarily a complete AllReduce) on star(5) from (step, chunk, src, dst[,
+    op]) rows, default paths."""
+    return make(topo(STAR), SERVERS, [Transfer(*row) for row in rows], num_chunks)
 
 
-def ready_sets(schedule, synchronous: bool = False, order=None):
-    """Drive Readiness by completing one ready transfer at a time (lowest first, or `order`);
-    return [(completed, newly ready)] after the initial set."""
-    r = Readiness(derive(schedule, synchronous))
+def ready(s: Schedule, synchronous: bool = False) -> Readiness:
+    return Readiness(derive(s, synchronous=synchronous))
+
+
+def trace(s: Schedule, order: list[int], synchronous: bool = False) -> tuple[list[int], list]:
+    """Complete one ready transfer at a time in `order`: (initial, [(completed, newly ready)])."""
+    r = ready(s, synchronous)
     initial = r.initial().tolist()
-    trace = []
-    ready = set(initial)
-    for t in order if order is not None else []:
-        assert t in ready
-        ready.discard(t)
+    avail = set(initial)
+    out = []
+    for t in order:
+        assert t in avail
+        avail.discard(t)
         new = r.complete(np.array([t])).tolist()
-        trace.append((t, new))
-        ready |= set(new)
-    return initial, trace
+        out.append((t, new))
+        avail |= set(new)
+    return initial, out
 
 
 def test_waits_for_the_writer_of_its_source():
-    # T1 reads s0's chunk 0, which T0 wrote in an earlier step
-    s = sched([(0, 0, "s1", "s0", "reduce"), (1, 0, "s0", "s2", "reduce")])
-    initial, trace = ready_sets(s, order=[0, 1])
-    assert initial == [0]
-    assert trace == [(0, [1]), (1, [])]
+    # T1 sends s1's chunk 0, which T0 wrote one step earlier (read after write)
+    s = sched((0, 0, "s0", "s1"), (1, 0, "s1", "s2"))
+    assert trace(s, [0, 1]) == ([0], [(0, [1]), (1, [])])
 
 
 def test_waits_for_earlier_readers_of_its_destination():
-    # write-after-read: T1 overwrites s0's chunk 0, which T0 read in step 0
-    s = sched([(0, 0, "s0", "s1", "reduce"), (2, 0, "s2", "s0", "copy")])
-    initial, trace = ready_sets(s, order=[0, 1])
-    assert initial == [0]
-    assert trace == [(0, [1]), (1, [])]
+    # T0 reads s1's chunk 0 in step 0; T1 overwrites it in step 2 (write after read)
+    s = sched((0, 0, "s1", "s2"), (2, 0, "s0", "s1", "copy"))
+    assert trace(s, [0, 1]) == ([0], [(0, [1]), (1, [])])
 
 
-def test_waits_for_earlier_writers_of_its_destination():
-    s = sched([(0, 0, "s1", "s0", "reduce"), (1, 0, "s2", "s0", "reduce")])
-    initial, trace = ready_sets(s, order=[0, 1])
-    assert initial == [0]
-    assert trace == [(0, [1]), (1, [])]
+@pytest.mark.parametrize("op", ["reduce", "copy"])
+def test_waits_for_earlier_writers_of_its_destination(op):
+    # T0 and T1 both write s1's chunk 0, in steps 0 and 1 (write after write)
+    s = sched((0, 0, "s0", "s1"), (1, 0, "s2", "s1", op))
+    assert trace(s, [0, 1]) == ([0], [(0, [1]), (1, [])])
 
 
-def test_same_step_reader_creates_no_dependency():
-    # T0 reads s0's chunk 0 while T1 writes it in the same step: both read start-of-step data
-    s = sched([(0, 0, "s0", "s1", "reduce"), (0, 0, "s2", "s0", "reduce")])
-    initial, _ = ready_sets(s)
-    assert initial == [0, 1]
-    d = derive(s)
-    assert d.wait_count.tolist() == [0, 0]
+def test_a_same_step_reader_is_no_dependency():
+    # T0 reads s1's chunk 0 in the same step as T1 and T2 write it: it reads start-of-step data
+    s = sched((0, 0, "s1", "s2"), (0, 0, "s0", "s1"), (0, 1, "s3", "s1"))
+    assert ready(s).initial().tolist() == [0, 1, 2]
+    assert derive(s).wait_count.tolist() == [0, 0, 0]
+
+
+def test_reading_a_buffer_someone_else_also_reads_is_no_dependency():
+    s = sched((0, 0, "s0", "s1"), (1, 0, "s0", "s2"))  # both read s0's chunk 0
+    assert ready(s).initial().tolist() == [0, 1]
 
 
 def test_unrelated_buffers_do_not_wait_even_steps_apart():
-    s = sched([(0, 0, "s0", "s1", "reduce"), (5, 1, "s2", "s3", "reduce"), (7, 0, "s3", "s4", "copy")])
-    initial, _ = ready_sets(s)
-    assert initial == [0, 1, 2]
+    s = sched((0, 0, "s0", "s1"), (5, 1, "s2", "s3"), (7, 0, "s3", "s4", "copy"))
+    assert ready(s).initial().tolist() == [0, 1, 2]
 
 
 def test_synchronous_adds_a_barrier_between_steps():
-    rows = [(0, 0, "s0", "s1", "reduce"), (0, 1, "s1", "s2", "reduce"), (5, 1, "s3", "s4", "reduce")]
-    rows += [(9, 0, "s4", "s3", "reduce")]
-    s = sched(rows)
-    initial, trace = ready_sets(s, synchronous=True, order=[1, 0, 2, 3])
+    s = sched((0, 0, "s0", "s1"), (0, 1, "s1", "s2"), (5, 1, "s3", "s4"), (9, 0, "s4", "s3"))
     # steps are 0, 5, 9 (dense 0, 1, 2): step 5 waits for all of step 0, step 9 for step 5
-    assert initial == [0, 1]
-    assert trace == [(1, []), (0, [2]), (2, [3]), (3, [])]
+    assert trace(s, [1, 0, 2, 3], synchronous=True) == ([0, 1], [(1, []), (0, [2]), (2, [3]), (3, [])])
     # the same schedule asynchronously: nothing depends on anything
-    assert ready_sets(s)[0] == [0, 1, 2, 3]
+    assert ready(s).initial().tolist() == [0, 1, 2, 3]
 
 
-def test_waits_for_every_writer_of_a_step():
-    # two reduces into s0's chunk 0 in step 0; T2 reads it in step 1
-    s = sched([(0, 0, "s1", "s0", "reduce"), (0, 0, "s2", "s0", "reduce"), (1, 0, "s0", "s3", "copy")])
-    initial, trace = ready_sets(s, order=[1, 0, 2])
-    assert initial == [0, 1]
-    assert trace == [(1, []), (0, [2]), (2, [])]
+def test_steps_need_not_be_contiguous_or_stored_in_order():
+    s = sched((5, 0, "s0", "s1"), (20, 1, "s2", "s3"), (9, 0, "s1", "s2"))
+    assert trace(s, [0, 2, 1]) == ([0, 1], [(0, [2]), (2, []), (1, [])])
+    # with barriers: dense steps 5 < 9 < 20
+    assert trace(s, [0, 2, 1], synchronous=True) == ([0], [(0, [2]), (2, [1]), (1, [])])
+
+
+def test_a_group_of_writers_must_all_finish():
+    # s1 and s2 both reduce chunk 0 into s0 in step 0; s0 then forwards it: waits for both
+    s = sched((0, 0, "s1", "s0"), (0, 0, "s2", "s0"), (1, 0, "s0", "s3", "copy"))
+    assert trace(s, [1, 0, 2]) == ([0, 1], [(1, []), (0, [2]), (2, [])])
 
 
 def test_waits_for_readers_of_every_step_since_the_last_write():
     # s0's chunk 0 is read in steps 0 and 1, then overwritten in step 2
-    rows = [(0, 0, "s0", "s1", "reduce"), (1, 0, "s0", "s2", "reduce"), (2, 0, "s3", "s0", "copy")]
-    s = sched(rows)
-    initial, trace = ready_sets(s, order=[1, 0, 2])
-    assert initial == [0, 1]
-    assert trace == [(1, []), (0, [2]), (2, [])]
+    s = sched((0, 0, "s0", "s1"), (1, 0, "s0", "s2"), (2, 0, "s3", "s0", "copy"))
+    assert trace(s, [1, 0, 2]) == ([0, 1], [(1, []), (0, [2]), (2, [])])
 
 
 def test_readers_before_an_intervening_write_are_covered_by_that_write():
     # step 0 reads s0.c0; step 1 writes it (after that read); step 1 also reads it (same step as
     # the write, start-of-step data); step 2 writes it again: waits for the step-1 writer and
     # the step-1 reader
-    rows = [
-        (0, 0, "s0", "s1", "reduce"),  # T0 reader, step 0
-        (1, 0, "s2", "s0", "reduce"),  # T1 writer, step 1: waits T0 (write-after-read)
-        (1, 0, "s0", "s3", "reduce"),  # T2 reader, step 1: no earlier writer of s0.c0
-        (2, 0, "s4", "s0", "reduce"),  # T3 writer, step 2: waits T1 and T2
-    ]
-    s = sched(rows)
-    initial, trace = ready_sets(s, order=[0, 1, 2, 3])
-    assert initial == [0, 2]
-    assert trace == [(0, [1]), (1, []), (2, [3]), (3, [])]
+    s = sched(
+        (0, 0, "s0", "s1"),  # T0 reader, step 0
+        (1, 0, "s2", "s0"),  # T1 writer, step 1: waits T0 (write after read)
+        (1, 0, "s0", "s3"),  # T2 reader, step 1: no earlier writer of s0.c0
+        (2, 0, "s4", "s0"),  # T3 writer, step 2: waits T1 and T2
+    )
+    assert trace(s, [0, 1, 2, 3]) == ([0, 2], [(0, [1]), (1, []), (2, [3]), (3, [])])
+
+
+def test_latest_writer_and_readers_since():
+    s = sched(
+        (0, 0, "s1", "s0"),  # T0 reads (s1, 0)
+        (1, 0, "s2", "s1", "copy"),  # T1 writes (s1, 0): after T0 (write after read)
+        (2, 0, "s1", "s2"),  # T2 reads (s1, 0) (after T1) and writes (s2, 0), read by T1
+        (3, 0, "s0", "s1"),  # T3 reads (s0, 0), written by T0; writes (s1, 0): after T1, T2
+        (3, 1, "s3", "s0"),  # T4 unrelated to all (chunk 1)
+    )
+    assert trace(s, [4, 0, 1, 2, 3]) == ([0, 4], [(4, []), (0, [1]), (1, [2]), (2, [3]), (3, [])])
 
 
 def test_member_of_groups_and_sizes():
-    s = sched([(0, 0, "s1", "s0", "reduce"), (0, 0, "s2", "s0", "reduce"), (1, 0, "s0", "s3", "copy")])
+    s = sched((0, 0, "s1", "s0"), (0, 0, "s2", "s0"), (1, 0, "s0", "s3", "copy"))
     d = derive(s)
     assert d.member_of.shape == (3, 2)
     # the two step-0 writers of s0.c0 form one write group
@@ -135,72 +145,85 @@ def test_member_of_groups_and_sizes():
     assert ds.wait_count.tolist() == [0, 0, 2]
 
 
+def test_completing_a_batch_returns_everything_that_became_ready_sorted():
+    s = ps_allreduce(topo(STAR), SERVERS, num_chunks=2)
+    r = ready(s)
+    first = r.initial().tolist()
+    assert first == [i for i, t in enumerate(s.transfers) if t.step == 0]
+    # a copy of chunk c waits for every reduce of chunk c (its source) and for its
+    # destination's reader of chunk c; complete chunk 0's reduces first, in reverse
+    c0 = np.array([i for i in first if s.transfer(i).chunk == 0])
+    assert r.complete(c0[::-1]).tolist() == [
+        i for i, t in enumerate(s.transfers) if t.step == 1 and t.chunk == 0
+    ]
+    rest = np.array([i for i in first if s.transfer(i).chunk == 1])
+    assert r.complete(rest).tolist() == [i for i, t in enumerate(s.transfers) if t.step == 1 and t.chunk == 1]
+
+
 def test_empty_batches_and_no_transfers():
-    s = sched([(0, 0, "s1", "s0", "reduce")])
-    r = Readiness(derive(s))
+    r = ready(sched((0, 0, "s1", "s0")))
     assert r.complete(np.zeros(0, dtype=np.int64)).tolist() == []
-    empty = Schedule.from_transfers(topo(STAR), topo(STAR).servers, 1e6, 1, [])
-    assert Readiness(derive(empty)).initial().tolist() == []
+    assert ready(sched()).initial().tolist() == []
 
 
-# ---- against the semantic predecessor sets ----------------------------------------------------
+# ---- against the reference's predecessor sets ---------------------------------------------------
 
 
-def check_against_oracle(schedule, synchronous: bool, seed: int) -> None:
-    """Complete random batches of ready transfers; Readiness must report exactly the
-    transfers whose every semantic predecessor is done."""
-    preds = semantic_preds(schedule, synchronous)
-    n = len(schedule)
-    rng = np.random.default_rng(seed)
-    r = Readiness(derive(schedule, synchronous))
+def check_against_reference(s: Schedule, synchronous: bool, pick) -> None:
+    """Drive Readiness, completing a picked batch of what is ready each time: it must report
+    exactly the transfers whose every predecessor (design §3.3, from the reference) is done."""
+    preds = semantic_preds(s, synchronous)
+    n = len(s)
+    r = ready(s, synchronous)
     done: set[int] = set()
-    ready = {t for t in range(n) if not preds[t]}
-    assert r.initial().tolist() == sorted(ready)
-    while ready:
-        batch = sorted(rng.choice(sorted(ready), size=int(rng.integers(1, len(ready) + 1)), replace=False))
+    avail = {t for t in range(n) if not preds[t]}
+    assert r.initial().tolist() == sorted(avail)
+    while avail:
+        batch = pick(sorted(avail))
+        assert batch
         done |= set(batch)
         now_ready = {t for t in range(n) if t not in done and preds[t] <= done}
         new = r.complete(np.array(batch, dtype=np.int64)).tolist()
-        assert new == sorted(now_ready - (ready - set(batch)))
-        ready = now_ready
-    assert len(done) == n
+        assert new == sorted(now_ready - (avail - set(batch)))
+        avail = now_ready
+    assert done == set(range(n))
+
+
+def _random_batches(seed: int):
+    rng = np.random.default_rng(seed)
+    return lambda avail: sorted(rng.choice(avail, size=int(rng.integers(1, len(avail) + 1)), replace=False))
+
+
+def _reference_schedules(seed: int) -> list[Schedule]:
+    t = topo("bcube:n=3,k=1")
+    ranks = tuple(str(x) for x in np.random.default_rng(seed).permutation(np.array(t.servers))[: 4 + seed])
+    return [
+        ring_allreduce(t, ranks, chunks_per_rank=1 + seed % 2),
+        ps_allreduce(t, ranks, num_chunks=2 + seed % 2, ps=ranks[-1]),
+        recursive_doubling_allreduce(t, ranks[:4], num_chunks=2),
+        recursive_doubling_allreduce(topo("torus:dims=2x2x2"), topo("torus:dims=2x2x2").servers),
+    ]
 
 
 @pytest.mark.parametrize("synchronous", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_readiness_matches_semantics_on_reference_schedules(synchronous, seed):
-    rng = np.random.default_rng(seed)
-    t = topo("bcube:n=3,k=1")
-    ranks = tuple(str(x) for x in rng.permutation(np.array(t.servers))[: 4 + seed])
-    for s in (
-        ring_allreduce(t, ranks, chunks_per_rank=1 + seed % 2),
-        ps_allreduce(t, ranks, num_chunks=2, ps=ranks[-1]),
-        recursive_doubling_allreduce(t, ranks[:4], num_chunks=2),
-    ):
-        check_against_oracle(s, synchronous, seed)
+def test_readiness_matches_the_reference_on_reference_schedules(synchronous, seed):
+    for s in _reference_schedules(seed):
+        check_against_reference(s, synchronous, _random_batches(seed))
+        check_against_reference(s, synchronous, lambda avail: avail)  # everything ready at once
 
 
 @st.composite
 def random_rows(draw):
     """Arbitrary transfers (not necessarily an AllReduce): derive works on any schedule."""
-    n = draw(st.integers(1, 25))
-    servers = [f"s{i}" for i in range(5)]
     rows = []
-    for _ in range(n):
-        src, dst = draw(st.permutations(servers))[:2]
-        rows.append(
-            (
-                draw(st.integers(0, 6)),
-                draw(st.integers(0, 2)),
-                src,
-                dst,
-                draw(st.sampled_from(["reduce", "copy"])),
-            )
-        )
+    for _ in range(draw(st.integers(1, 25))):
+        src, dst = draw(st.permutations(SERVERS))[:2]
+        op = draw(st.sampled_from(["reduce", "copy"]))
+        rows.append((draw(st.integers(0, 6)), draw(st.integers(0, 2)), src, dst, op))
     return rows
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_rows(), st.booleans(), st.integers(0, 1000))
-def test_property_readiness_matches_semantics_on_random_schedules(rows, synchronous, seed):
-    check_against_oracle(sched(rows, num_chunks=3), synchronous, seed)
+def test_property_readiness_matches_the_reference_on_random_schedules(rows, synchronous, seed):
+    check_against_reference(sched(*rows, num_chunks=3), synchronous, _random_batches(seed))

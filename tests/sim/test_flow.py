@@ -1,207 +1,173 @@
-"""The flow model (sim.flow): closed forms for a ring on a ring graph and a parameter server on
-a star, the contention-free sweep against the event simulation, and whole runs against an
-independent event-driven max-min simulator written in the tests."""
+"""The flow model's two exact methods and the independent reference: on schedules without
+contention the sweep's answer equals the event simulation forced on them (`method='events'`);
+contended schedules go to the event simulation; whole runs equal the reference's event loop."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 import pytest
-from simref import (
-    bfs_route,
-    link_lists,
-    ps_allreduce,
-    recursive_doubling_allreduce,
-    reference_flow,
-    ring_allreduce,
-    steps_of,
-    topo,
-)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from simcases import allreduce_schedules
+from simref import disjoint_steps, link_lists, reference_flow
 
 from arsched.collective import Schedule
-from arsched.sim import DEFAULT_ALPHA, simulate_flow
-from arsched.sim.deps import derive
-from arsched.sim.flow import _events
-from arsched.sim.paths import compile_paths
-from arsched.topology import Link, Topology, ring, star
+from arsched.errors import ArschedError
+from arsched.sim import simulate_flow
+from arsched.topology import ring, star
+from schedules import bfs_route, ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
-# ---- closed forms ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("n", "alpha", "bw", "lat", "per_rank"),
-    [
-        (2, 0.0, 1e9, 1e-6, 1),
-        (3, 5e-6, 1.25e10, 1e-6, 1),
-        (5, 2e-6, 1e9, 0.0, 1),
-        (8, 1e-5, 5e9, 3e-6, 1),
-        (6, 1e-6, 1e9, 2e-6, 3),
-    ],
-)
-@pytest.mark.parametrize("synchronous", [False, True])
-def test_ring_on_ring_closed_form(n, alpha, bw, lat, per_rank, synchronous):
-    m = 8e6
-    t = ring(n, bw, lat)
-    s = ring_allreduce(t, t.servers, m, chunks_per_rank=per_rank)
-    res = simulate_flow(s, alpha, synchronous=synchronous)
-    # 2(N-1) dependent steps; in each, every ring link carries M/N bytes (shared fairly by
-    # the `per_rank` chunks of a block), then one hop of latency, after α
-    expect = 2 * (n - 1) / n * m / bw + 2 * (n - 1) * (alpha + lat)
-    assert res.time_s == pytest.approx(expect, rel=1e-9)
-    assert res.rounds is None and res.model == "flow"
-    assert res.notes["method"] == ("sweep" if per_rank == 1 else "events")
+REL = 1e-9
 
 
-@pytest.mark.parametrize(("n", "chunks"), [(3, 1), (5, 1), (8, 1), (4, 3)])
+def _shuffled(spec: str, seed: int, k: int | None = None) -> tuple[str, ...]:
+    servers = np.array(topo(spec).servers)
+    return tuple(str(x) for x in np.random.default_rng(seed).permutation(servers)[:k])
+
+
+# ---- the sweep equals the event simulation without contention --------------------------------
+
+QUIET = {
+    "ring-on-ring(5)": lambda: ring_allreduce(ring(5, 2e9, 1e-6), ring(5).servers, 5e6),
+    "ring-on-ring(8)-reversed": lambda: ring_allreduce(topo("ring:n=8"), topo("ring:n=8").servers[::-1]),
+    "ring-on-star-shuffled": lambda: ring_allreduce(star(6, 1e9, 2e-6), _shuffled("star:n=6", 1), 3e6),
+    "ring-on-bcube": lambda: ring_allreduce(topo("bcube:n=4,k=1"), topo("bcube:n=4,k=1").servers),
+    "ring-on-fattree-in-order": lambda: ring_allreduce(topo("fattree:k=4"), topo("fattree:k=4").servers, 4e6),
+    "rd-on-cube": lambda: recursive_doubling_allreduce(
+        topo("torus:dims=2x2x2"), topo("torus:dims=2x2x2").servers, 2e6
+    ),
+    "rd-on-cube-no-latency": lambda: recursive_doubling_allreduce(
+        topo("torus:dims=2x2x2,latency=0s"), topo("torus:dims=2x2x2").servers, 1e5
+    ),
+    "rd-on-bcube(2,2)": lambda: recursive_doubling_allreduce(
+        topo("bcube:n=2,k=2"), topo("bcube:n=2,k=2").servers
+    ),
+    "rd-on-star": lambda: recursive_doubling_allreduce(star(6, 1e9, 2e-6), _shuffled("star:n=6", 1, 4), 2e6),
+    "ps-on-star(2)": lambda: ps_allreduce(topo("star:n=2"), ("s0", "s1")),
+    "ring-mixed-bandwidth": lambda: ring_allreduce(
+        topo("bcube:n=3,k=1,bandwidth=100Gbps/40Gbps,latency=1us/3us"), topo("bcube:n=3,k=1").servers
+    ),
+}
+
+# the mixed-bandwidth ring desynchronises its steps when asynchronous (paths of 2 and 4 hops at
+# different speeds), so later steps overlap earlier ones on shared links: quiet only with barriers
+QUIET_RUNS = [(case, sync) for case in QUIET for sync in (False, True) if sync or "mixed" not in case]
+
+
 @pytest.mark.parametrize("alpha", [0.0, 5e-6])
-@pytest.mark.parametrize("synchronous", [False, True])
-def test_parameter_server_on_star_closed_form(n, chunks, alpha, synchronous):
-    m, bw, lat = 4e6, 1e9, 1.5e-6
-    t = star(n, bw, lat)
-    s = ps_allreduce(t, t.servers, m, num_chunks=chunks)
-    res = simulate_flow(s, alpha, synchronous=synchronous)
-    # all N-1 reduces share the switch's link into the PS, (N-1)·M bytes at B; every copy waits
-    # for all of them (they write its source) and the copies then share the PS's uplink; each
-    # phase pays α and two hops of latency
-    expect = 2 * (n - 1) * m / bw + 2 * (alpha + 2 * lat)
-    assert res.time_s == pytest.approx(expect, rel=1e-9)
-    assert res.notes["method"] == "events"
-    half = len(s) // 2
-    np.testing.assert_allclose(res.start[:half], 0.0, atol=1e-18)
-    np.testing.assert_allclose(res.start[half:], (n - 1) * m / bw + alpha + 2 * lat, rtol=1e-9)
+@pytest.mark.parametrize(("case", "synchronous"), QUIET_RUNS)
+def test_sweep_equals_forced_event_simulation(case, alpha, synchronous):
+    s = QUIET[case]()
+    r = simulate_flow(s, alpha, synchronous=synchronous)
+    assert r.notes == {"method": "sweep"}
+    e = simulate_flow(s, alpha, synchronous=synchronous, method="events")
+    assert e.notes["method"] == "events" and e.notes["event_instants"] >= 1
+    assert e.start == pytest.approx(r.start, rel=REL, abs=REL * r.time_s)
+    assert e.end == pytest.approx(r.end, rel=REL, abs=REL * r.time_s)
+    assert e.time_s == pytest.approx(r.time_s, rel=REL)
 
 
-def test_default_alpha():
-    t = ring(4, 1e9, 1e-6)
-    s = ring_allreduce(t, t.servers, 1e6)
-    assert simulate_flow(s).alpha == DEFAULT_ALPHA == 5e-6
-    assert simulate_flow(s).time_s == pytest.approx(simulate_flow(s, 5e-6).time_s, rel=0)
+def test_an_unknown_method_is_an_error():
+    s = QUIET["ps-on-star(2)"]()
+    with pytest.raises(ArschedError, match="sweep"):
+        simulate_flow(s, method="sweep")
 
 
-# ---- sweep against events --------------------------------------------------------------------
+# ---- contended schedules go to the event simulation --------------------------------------------
 
 
-def disjoint_per_step(schedule) -> bool:
-    links = link_lists(schedule)
-    for rows in steps_of(schedule).values():
-        used = [lk for i in rows for lk in links[i]]
-        if len(used) != len(set(used)):
-            return False
-    return True
+def shares_a_link_in_step0(s) -> bool:
+    """Transfers of step 0 wait for nothing: two of them on one link must overlap in time."""
+    links = [lk for t, ls in zip(s.transfers, link_lists(s), strict=True) if t.step == 0 for lk in ls]
+    return max(Counter(links).values()) > 1
 
 
-def contention_free_cases():
-    tor = topo("torus:dims=2x2x2")
-    st6 = star(6, 1e9, 2e-6)
-    r5 = ring(5, 2e9, 1e-6)
-    fat = topo("fattree:k=4")
-    rng = np.random.default_rng(1)
-    shuffled = tuple(str(x) for x in rng.permutation(np.array(st6.servers)))
-    return {
-        "ring-on-ring": ring_allreduce(r5, r5.servers, 5e6),
-        "ring-on-star-shuffled": ring_allreduce(st6, shuffled, 3e6),
-        "rd-on-cube": recursive_doubling_allreduce(tor, tor.servers, 2e6),
-        "rd-on-star": recursive_doubling_allreduce(st6, shuffled[:4], 2e6),
-        "ring-on-fattree-in-order": ring_allreduce(fat, fat.servers, 4e6),
-    }
-
-
-FREE = contention_free_cases()
-
-
-@pytest.mark.parametrize("name", list(FREE))
-@pytest.mark.parametrize("synchronous", [False, True])
-@pytest.mark.parametrize("alpha", [0.0, 5e-6])
-def test_sweep_equals_event_simulation_without_contention(name, synchronous, alpha):
-    s = FREE[name]
-    res = simulate_flow(s, alpha, synchronous=synchronous)
-    assert res.notes == {"method": "sweep"}
-    send, done, instants = _events(s, derive(s, synchronous), compile_paths(s), alpha)
-    assert instants > 0
-    np.testing.assert_allclose(done, res.end, rtol=1e-9)
-    np.testing.assert_allclose(send - alpha, res.start, rtol=1e-9, atol=1e-15)
-    assert float(done.max()) == pytest.approx(res.time_s, rel=1e-9)
-
-
-def contended_cases():
-    fat = topo("fattree:k=4")
-    st7 = star(7, 1e9, 1e-6)
-    out = {"ps-on-star": ps_allreduce(st7, st7.servers, 2e6, num_chunks=2)}
-    for seed in (0, 1):
-        rng = np.random.default_rng(seed)
-        ranks = tuple(str(x) for x in rng.permutation(np.array(fat.servers)))
-        out[f"ring-fattree-shuffled-{seed}"] = ring_allreduce(fat, ranks, 1e8)
+def _contended_fattree_orders(count: int = 4) -> list[tuple[str, ...]]:
+    t = topo("fattree:k=4")
+    rng = np.random.default_rng(11)
+    out = []
+    while len(out) < count:
+        order = tuple(str(x) for x in rng.permutation(t.servers))
+        if shares_a_link_in_step0(ring_allreduce(t, order)):
+            out.append(order)
     return out
 
 
-CONTENDED = contended_cases()
+def _contended_cases() -> dict[str, Callable[[], Schedule]]:
+    out: dict[str, Callable[[], Schedule]] = {}
+    for n in (3, 5, 8):
+        out[f"ps-on-star({n})"] = partial(ps_allreduce, topo(f"star:n={n}"), topo(f"star:n={n}").servers)
+    out["ps-on-star(7)-2chunks"] = partial(ps_allreduce, star(7, 1e9, 1e-6), star(7).servers, 2e6, 2)
+    # with 100 MB the sending times dwarf latency differences; 1 MB keeps them comparable
+    for i, order in enumerate(_contended_fattree_orders()):
+        out[f"ring-fattree-shuffled-{i}"] = partial(
+            ring_allreduce, topo("fattree:k=4"), order, 1e8 if i < 2 else 1e6
+        )
+    return out
 
 
-@pytest.mark.parametrize("name", list(CONTENDED))
-def test_contended_schedules_use_events(name):
-    s = CONTENDED[name]
-    if name.startswith("ring"):
-        # independently: some step puts two transfers on one directed link, and with 100 MB
-        # the sending times (µs per chunk at 100 Gb/s x 6 MB) dwarf latency differences
-        assert not disjoint_per_step(s)
-    res = simulate_flow(s)
-    assert res.notes["method"] == "events"
-    assert res.notes["event_instants"] > 0
+CONTENDED = _contended_cases()
 
 
-# ---- against an independent simulator --------------------------------------------------------
-
-
-def reference_cases():
-    fat = topo("fattree:k=4")
-    tor = topo("torus:dims=3x3")
-    bc = topo("bcube:n=3,k=1")
-    st5 = star(5, 1e9, 1e-6)
-    rng = np.random.default_rng(3)
-    ranks = tuple(str(x) for x in rng.permutation(np.array(fat.servers))[:8])
-    return {
-        "ring-fattree-shuffled": ring_allreduce(fat, ranks, 1e6),
-        "ring-torus-in-order": ring_allreduce(tor, tor.servers, 1e6),
-        "ps-star-2chunks": ps_allreduce(st5, st5.servers, 1e6, num_chunks=2, ps="s2"),
-        "rd-bcube-bfs-routes": recursive_doubling_allreduce(
-            bc, bc.servers[1:5], 1e6, num_chunks=2, route=bfs_route(bc)
-        ),
-        "ring-bcube-2chunks": ring_allreduce(bc, bc.servers[:6], 1e6, chunks_per_rank=2),
-    }
-
-
-REFERENCE = reference_cases()
-
-
-@pytest.mark.parametrize("name", list(REFERENCE))
 @pytest.mark.parametrize("synchronous", [False, True])
-def test_flow_model_matches_an_independent_simulator(name, synchronous):
-    s = REFERENCE[name]
+@pytest.mark.parametrize("alpha", [0.0, 5e-6])
+@pytest.mark.parametrize("case", list(CONTENDED))
+def test_contended_schedules_use_the_event_simulation(case, alpha, synchronous):
+    s = CONTENDED[case]()
+    assert shares_a_link_in_step0(s)  # the precondition, checked independently
+    r = simulate_flow(s, alpha, synchronous=synchronous)
+    assert r.notes["method"] == "events"
+    assert r.notes["event_instants"] >= 2
+    # forcing the event simulation gives exactly the same result
+    e = simulate_flow(s, alpha, synchronous=synchronous, method="events")
+    assert np.array_equal(e.end, r.end) and np.array_equal(e.start, r.start)
+    assert e.notes == r.notes
+
+
+# ---- against the independent reference ---------------------------------------------------------
+
+
+REFERENCE = {
+    "ring-fattree-shuffled": lambda: ring_allreduce(topo("fattree:k=4"), _shuffled("fattree:k=4", 3, 8), 1e6),
+    "ring-torus-in-order": lambda: ring_allreduce(
+        topo("torus:dims=3x3"), topo("torus:dims=3x3").servers, 1e6
+    ),
+    "ps-star-2chunks": lambda: ps_allreduce(star(5, 1e9, 1e-6), star(5).servers, 1e6, num_chunks=2, ps="s2"),
+    "rd-bcube-bfs-routes": lambda: recursive_doubling_allreduce(
+        topo("bcube:n=3,k=1"),
+        topo("bcube:n=3,k=1").servers[1:5],
+        1e6,
+        2,
+        route=bfs_route(topo("bcube:n=3,k=1")),
+    ),
+    "ring-bcube-2chunks": lambda: ring_allreduce(
+        topo("bcube:n=3,k=1"), topo("bcube:n=3,k=1").servers[:6], 1e6, chunks_per_rank=2
+    ),
+}
+
+
+@pytest.mark.parametrize("synchronous", [False, True])
+@pytest.mark.parametrize("case", list(REFERENCE))
+def test_flow_model_matches_the_reference(case, synchronous):
+    s = REFERENCE[case]()
     alpha = 2e-6
-    res = simulate_flow(s, alpha, synchronous=synchronous)
+    r = simulate_flow(s, alpha, synchronous=synchronous)
     ready, done = reference_flow(s, alpha, synchronous)
-    np.testing.assert_allclose(res.end, done, rtol=1e-7)
-    np.testing.assert_allclose(res.start, ready, rtol=1e-7, atol=1e-15)
-    assert res.time_s == pytest.approx(done.max(), rel=1e-7)
+    np.testing.assert_allclose(r.end, done, rtol=1e-7)
+    np.testing.assert_allclose(r.start, ready, rtol=1e-7, atol=1e-15)
+    assert r.time_s == pytest.approx(done.max(), rel=1e-7)
 
 
-def test_mixed_bandwidths_use_the_bottleneck():
-    """A ring with one slow link: transfers crossing it take chunk / its bandwidth."""
-    n, bw, lat = 4, 1e9, 1e-6
-    links = []
-    for i in range(n):
-        j = (i + 1) % n
-        slow = bw / 4 if i == 0 else bw
-        links += [Link(f"s{i}", f"s{j}", slow, lat), Link(f"s{j}", f"s{i}", bw, lat)]
-    t = Topology("slow-ring", [(f"s{i}", "server") for i in range(n)], links)
-    s = Schedule.from_transfers(
-        t, t.servers, 4e6, n, ring_allreduce(ring(n), ring(n).servers, 4e6).transfers, algorithm="ring"
-    )
-    for synchronous in (False, True):
-        res = simulate_flow(s, 0.0, synchronous=synchronous)
-        _, done = reference_flow(s, 0.0, synchronous)
-        np.testing.assert_allclose(res.end, done, rtol=1e-9)
-    # with a barrier each step lasts as long as its transfer over the slow link, alone on it
-    durations = res.end - res.start
-    slow = [i for i, tr in enumerate(s.transfers) if tr.src == "s0"]
-    np.testing.assert_allclose(durations[slow], 1e6 / (bw / 4) + lat, rtol=1e-9)
-    assert res.time_s == pytest.approx(2 * (n - 1) * (1e6 / (bw / 4) + lat), rel=1e-9)
+@settings(max_examples=20)
+@given(allreduce_schedules(max_ranks=6), st.sampled_from([0.0, 1e-6, 5e-6]), st.booleans())
+def test_property_flow_model_equals_the_reference(s, alpha, synchronous):
+    r = simulate_flow(s, alpha, synchronous=synchronous)
+    ready, done = reference_flow(s, alpha, synchronous)
+    assert r.start == pytest.approx(ready, rel=1e-7, abs=1e-9 * r.time_s)
+    assert r.end == pytest.approx(done, rel=1e-7, abs=1e-9 * r.time_s)
+    if disjoint_steps(s) and synchronous:
+        assert r.notes["method"] == "sweep"  # no link shared at once: the sweep is exact

@@ -297,7 +297,7 @@ def test_spread_paths_are_equal_cost_paths(spec):
         assert nodes[-1] == c.node_ids[b]
 
 
-@pytest.mark.parametrize("k", [4, 8])
+@pytest.mark.parametrize("k", [4, pytest.param(8, marks=pytest.mark.slow)])
 def test_spread_balances_all_to_all_on_a_fattree(k):
     """d-mod-k: all-to-all traffic loads every switch-to-switch link of a layer equally, which
     lowest-index routing does not; traffic to one destination follows a single tree."""

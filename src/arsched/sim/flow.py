@@ -21,6 +21,7 @@ import numpy as np
 from arsched.collective.schedule import Schedule
 from arsched.csr import gather
 from arsched.defaults import DEFAULT_ALPHA
+from arsched.errors import ArschedError
 from arsched.sim.deps import Dependencies, Readiness, derive
 from arsched.sim.maxmin import incidence, maxmin_rates
 from arsched.sim.paths import CompiledPaths, compile_paths, step_groups
@@ -161,6 +162,7 @@ def simulate_flow(
     synchronous: bool = False,
     trace: bool = False,
     fifo: bool = False,
+    method: str = "auto",
 ) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
@@ -168,10 +170,14 @@ def simulate_flow(
     (`method`: 'sweep' when no link was ever shared at once, else 'events'). `trace=True` keeps
     the exact per-link rates of the event simulation for plots (`SimResult.link_rate_trace`).
     `fifo=True` serialises each connection's steps like a runtime channel (pipelined trees
-    stream their chunks instead of sending them all at once).
+    stream their chunks instead of sending them all at once). `method='events'` runs the event
+    simulation even where the sweep would do (both are exact, so only the cost differs); the
+    default 'auto' takes the sweep whenever it is exact.
     """
     s = schedule
     alpha = check_alpha(alpha)
+    if method not in ("auto", "events"):
+        raise ArschedError(f"unknown flow method {method!r} (expected 'auto' or 'events')")
     cp = compile_paths(s)
     deps = derive(s, synchronous=synchronous, fifo=fifo)
     bound = schedule_bound(s, alpha)
@@ -182,7 +188,7 @@ def simulate_flow(
     ready, done = _sweep(s, deps, cp, alpha)
     send = ready + alpha
     notes = {"method": "sweep"}
-    if _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
+    if method == "events" or _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
         log: list | None = [] if trace else None
         send, done, instants = _events(s, deps, cp, alpha, log)
         notes = {"method": "events", "event_instants": instants}
