@@ -24,7 +24,8 @@ def check_ranks(topology: Topology, ranks: Sequence[str] | None, name: str) -> t
     return rs
 
 
-def check_size(nbytes: float, name: str) -> float:
+def check_nbytes(nbytes: float, name: str) -> float:
+    """The vector size in bytes as a float: a positive finite number (`name` for the message)."""
     if not (float(nbytes) > 0 and np.isfinite(nbytes)):
         raise ArschedError(f"{name}: the size must be a positive number of bytes, got {nbytes!r}")
     return float(nbytes)

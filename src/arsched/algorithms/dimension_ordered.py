@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
@@ -116,7 +116,7 @@ def bcube_native(
 ) -> Schedule:
     """BCube-native AllReduce: attains BCube's bandwidth bound (all ports busy in every phase)."""
     rs = check_ranks(topology, ranks, "bcube-native")
-    nbytes = check_size(nbytes, "bcube-native")
+    nbytes = check_nbytes(nbytes, "bcube-native")
     radices = _grid(topology, rs, "bcube")
     levels = len(radices)
     n = len(rs)
@@ -133,7 +133,7 @@ def torus_native(
 ) -> Schedule:
     """Torus-native AllReduce: rings along one dimension at a time, every port busy."""
     rs = check_ranks(topology, ranks, "torus-native")
-    nbytes = check_size(nbytes, "torus-native")
+    nbytes = check_nbytes(nbytes, "torus-native")
     radices = _grid(topology, rs, "torus")
     dims = [d for d in range(len(radices)) if radices[d] > 1]
     n = len(rs)
