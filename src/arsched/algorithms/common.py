@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.algorithms.registry import NotApplicable
+from arsched.algorithms.routes import route
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
@@ -48,13 +49,10 @@ def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
     if (hops < 0).any():
         raise NotApplicable(f"some ranks of {topology.name} cannot reach each other")
     n = len(ranks)
-    c = topology.compiled
 
     def cost(order: np.ndarray) -> tuple[int, float]:
         nxt = np.roll(order, -1)
-        links = np.concatenate(
-            [c.path_links(topology.path(ranks[a], ranks[b])) for a, b in zip(order, nxt, strict=True)]
-        )
+        links = route(topology, ranks, order, nxt, spread=False).links
         return int(np.bincount(links).max()), float(hops[order, nxt].sum())
 
     tour = [0]

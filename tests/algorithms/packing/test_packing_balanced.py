@@ -12,7 +12,7 @@ import pytest
 from arsched.algorithms import build
 from arsched.algorithms.packing import balanced as B
 from arsched.algorithms.packing.pipeline import step_overhead
-from arsched.algorithms.routes import route
+from arsched.algorithms.routes import all_pairs
 from arsched.algorithms.trees import tree_heights
 from arsched.bounds import allreduce_bound
 from arsched.collective import numeric_check, validate
@@ -54,7 +54,7 @@ def test_the_overlay_is_the_nearest_pairs_that_join_all_ranks(spec, hops, peers)
     routes = B.overlay(topo, ranks)
     assert routes.hops.max() == hops
     assert (np.bincount(routes.src, minlength=len(ranks)) == peers).all()
-    every = route(topo, ranks, *np.nonzero(~np.eye(len(ranks), dtype=bool)))
+    every = all_pairs(topo, ranks)
     kept = every.index(routes.src, routes.dst, len(ranks))
     for i, q in enumerate(kept.tolist()):  # the subset keeps each pair's own route
         assert (
@@ -78,7 +78,7 @@ def test_the_overlay_relays_through_no_other_rank():
     routes = B.overlay(topo, ranks)
     inner = set().union(*(_relays(topo, routes, i) for i in range(len(routes.src))))
     assert inner and not inner & set(ranks)
-    every = route(topo, ranks, *np.nonzero(~np.eye(len(ranks), dtype=bool)))
+    every = all_pairs(topo, ranks)
     short = np.flatnonzero(every.hops <= routes.hops.max())
     assert any(_relays(topo, every, i) & set(ranks) for i in short.tolist())  # there were some to leave out
     assert np.bincount(routes.src, minlength=len(ranks)).min() >= 1

@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from arsched.algorithms.routes import Routes, intern, route
+from arsched.algorithms.routes import Routes, all_pairs, intern
 from arsched.algorithms.trees import hang_from, tree_heights
 from arsched.collective.schedule import ScheduleBuilder
 from arsched.csr import gather
@@ -68,8 +68,7 @@ def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
     two direct links), where the rank itself could be the tree's inner node; such pairs are
     used only where the others do not join all ranks."""
     n = len(ranks)
-    src, dst = np.nonzero(~np.eye(n, dtype=bool))
-    routes = route(topology, ranks, src, dst)
+    routes = all_pairs(topology, ranks)
     c = topology.compiled
     is_rank = np.zeros(c.num_nodes, dtype=bool)
     is_rank[[c.index[r] for r in ranks]] = True
@@ -87,13 +86,6 @@ def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
             if connected_components(graph, directed=True, connection="strong")[0] == 1:
                 return routes.subset(near)
     raise ArschedError("tree-packing: the ranks are not all joined by routes")  # routing refused earlier
-
-
-def pair_matrix(routes: Routes, n: int) -> np.ndarray:
-    """The index of every ordered rank pair among `routes`, −1 for pairs not routed."""
-    pair = np.full((n, n), -1)
-    pair[routes.src, routes.dst] = np.arange(len(routes.src))
-    return pair
 
 
 def edge_prices(price: np.ndarray, pair: np.ndarray, kids: np.ndarray, parents: np.ndarray) -> np.ndarray:
@@ -182,7 +174,7 @@ class Network:
     def of(cls, topology: Topology, ranks: tuple[str, ...]) -> Network:
         n = len(ranks)
         routes = overlay(topology, ranks)
-        pair = pair_matrix(routes, n)
+        pair = routes.positions(n)
         edges = np.nonzero((pair >= 0) & (pair.T >= 0))
         wide = [hang_from(edges, n, r) for r in range(n)]
         used = np.unique(routes.links)

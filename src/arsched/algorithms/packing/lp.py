@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import minimum_spanning_tree
 
+from arsched.algorithms.routes import all_pairs
 from arsched.algorithms.trees import hang
 from arsched.bounds import allreduce_bound
 from arsched.errors import ArschedError
@@ -72,19 +73,13 @@ class Packing:
 
 
 def pair_usage(topology: Topology, ranks: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, sp.csr_array]:
-    """Every unordered rank pair (u < v) and its links (u→v path plus v→u path, spread over
-    equal-cost paths as `Router.link_paths(spread=True)` chooses them) as a sparse
-    (pairs × links) count matrix."""
+    """Every unordered rank pair (u < v) and its links (the spread route u→v plus v→u, see
+    `arsched.algorithms.routes`) as a sparse (pairs × links) count matrix."""
     n = len(ranks)
     iu, iv = np.triu_indices(n, 1)
-    c = topology.compiled
-    nodes = np.array([c.index[r] for r in ranks])
-    ptr, links = topology.router.link_paths(
-        np.concatenate([nodes[iu], nodes[iv]]), np.concatenate([nodes[iv], nodes[iu]]), spread=True
-    )
-    rows = np.repeat(np.arange(len(ptr) - 1) % len(iu), np.diff(ptr))
-    usage = sp.csr_array((np.ones(len(rows)), (rows, links)), shape=(len(iu), c.num_links))
-    return iu, iv, usage
+    routes = all_pairs(topology, ranks)
+    pair, use = routes.positions(n), routes.link_matrix(topology.compiled.num_links)
+    return iu, iv, use[pair[iu, iv]] + use[pair[iv, iu]]
 
 
 def _positive_prices(price: np.ndarray) -> np.ndarray:
