@@ -1,12 +1,14 @@
-"""Flow trees: the workload representation of the hierarchical-RL paper (arXiv 2503.21013).
+"""Flow trees and their round engine: the workload representation of the hierarchical-RL
+paper (arXiv 2503.21013), shared by `greedy-trees` (greedy_trees.py) and `hrl` (arsched.rl).
 
 Chunk c is reduced up a tree over the ranks rooted at some rank (a node forwards its partial
 sum to its parent once all its children's flows arrived: the paper's *merge*) and the result
 is copied back down the same tree. A *flow* is one chunk moving along one tree edge, on the
 routed path between the two ranks. Scheduling proceeds in rounds: a directed link carries at
 most one flow per round. `FlowTreeEngine` holds the state (which flows are available, which
-conflict, which ran) and turns the rounds it executes into a `Schedule` (one step per round);
-the greedy scheduler and the RL environments both drive it.
+conflict, which ran) and turns the rounds it executes into a `Schedule` (one step per round).
+This module builds the trees (`build_trees`, one of the `SHAPES`) and runs the rounds it is
+given; which flows go into a round is the scheduler's choice (greedy_trees.py, arsched.rl).
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ def build_trees(
       the root, trading a little balance for depth (a depth-d tree needs 2d rounds per chunk).
     - "spt": every chunk gets its own shortest-path tree: each rank's parent is a nearest rank
       one step closer to the root on a shortest path, the one whose paths leave the busiest
-      of their links least loaded. On BCube these are the dimension-ordered trees of its
-      native AllReduce, as shallow as the network allows, with the levels' order spread.
+      of their links least loaded. On BCube these are the trees of its dimension-ordered
+      AllReduce (`bcube-native`), as shallow as the network allows, with the order of the
+      dimensions spread over the chunks.
     - "chain": chunk c is a path along the cyclic rank `order` (indices into `ranks`) ending at
       its root, every other root's chunks running the other way round: the ring's reduce-
       scatter as flow trees (bandwidth-optimal on one-port networks).

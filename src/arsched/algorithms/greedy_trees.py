@@ -1,12 +1,14 @@
-"""Greedy flow-tree scheduling: the hierarchical-RL paper's pipeline with fixed policies.
+"""`greedy-trees`: flow trees scheduled round by round by fixed policies, the hierarchical-RL
+paper's pipeline (arXiv 2503.21013) without learning.
 
-Every chunk gets a flow tree (`arsched.algorithms.flowtrees.build_trees`; by default 4 chunks per rank,
-so that pipeline fill and drain cost little beside the link-load bound); every round all trees
+Every chunk gets a flow tree (`arsched.algorithms.flowtrees.build_trees`; by default 4 chunks
+per rank, so that pipeline fill and drain cost little beside the link-load bound); every round all trees
 are selected (the upper level's choice) and flows are picked one at a time, those crossing
 the link with the most flows left first, then the longest remaining critical path, skipping
 any that conflicts with a flow already picked (the lower level's choice), until none is left.
-Each tree shape of `candidate_engines` is run and the one with the fewest rounds kept. It is
-the non-learned reference the RL scheduler must beat, on the same engine.
+Each tree shape of `candidate_engines` is run and the fastest plan kept (`best_engine`). It is
+the non-learned reference the RL scheduler must beat, on the same engine; the RL environments
+(arsched.rl.state) start from its plan and use its round filler.
 """
 
 from __future__ import annotations

@@ -47,10 +47,9 @@ def step_overhead(topology: Topology, alpha: float) -> float:
 
 
 def default_stages(packing: Packing, topology: Topology, nbytes: float, alpha: float) -> int:
-    """The pipeline length S = √(T / (α + latency)), T the LP's time for the size: every step
-    costs each connection α plus the path latency, and the fill and drain cost a few steps'
-    time; this S sits in the flat part of the curve between the two (benchmarks/bench_algorithms.py
-    compares the choices)."""
+    """The pipeline length S = √(T / o), T the LP's time for the size and o = `step_overhead`:
+    the fill and drain cost a few steps of T / S each and the steps S·o, and this S minimises
+    T / S + S·o (clipped to 1..`MAX_STAGES`)."""
     steps = np.sqrt(nbytes / packing.rate / step_overhead(topology, alpha))
     return int(np.clip(round(steps), 1, MAX_STAGES))
 
