@@ -61,7 +61,7 @@ def tree_packing(
     tuned for a per-transfer overhead `alpha`; with neither given, `choose_pipeline` picks
     both, perhaps no pipeline), over trees from at most `iterations` rounds of column
     generation; `seed` for the jittered tree prices. `levels` chooses the balanced steps of
-    `balanced.balance` (one step per tree level, no pipeline): True always, False never, and
+    `balanced.balance` (each chunk crosses its tree once, no pipeline): True always, False never, and
     by default (None, with neither `units` nor `stages` given) where the pipeline's time with
     barriers is more than `NEAR` above the bound and theirs is shorter."""
     rs = check_ranks(topology, ranks, "tree-packing")

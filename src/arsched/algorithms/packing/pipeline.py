@@ -7,13 +7,13 @@ pipeline steps, about `units`·x_T/X of them entering at each. In every step the
 concurrent flows on a link then stand in the LP's proportions, so max-min sharing gives each
 tree its LP rate. More stages shorten the pipeline's fill and drain; fewer pay the per-step
 overhead (α plus the path latency, `step_overhead`) less often (`default_stages`).
-`choose_pipeline` also weighs no pipeline at all, one or two steps per level with a chunk or
-more for every tree, by the time the steps would take with barriers (`step_time`): stars on a
+`choose_pipeline` also weighs no pipeline at all (one or two stages, with a chunk or more for
+every tree), by the time the steps would take with barriers (`step_time`): stars on a
 fat-tree load every link alike in each step, so pipelining them only adds steps.
 
 Pipelining needs connections that carry their steps in order, as a runtime's channels do:
 simulate with `simulate_flow(..., fifo=True)`. Sent all at once (the default flow model),
-every chunk of every level shares the links at the same time and the pipeline does not form.
+every chunk on every tree edge shares the links at once and the pipeline does not form.
 """
 
 from __future__ import annotations
@@ -87,9 +87,9 @@ def step_time(
     sends = sp.csr_array((np.ones(len(row)), (row, pair)), shape=(num_rows, len(routes.src)))
     usage = sends @ pair_links
     # bytes entering every tree at each step, shifted to each of its rows' steps
-    level = np.arange(num_rows) - np.repeat(np.cumsum(span) - span, span)
+    offset = np.arange(num_rows) - np.repeat(np.cumsum(span) - span, span)
     entering = np.stack([np.bincount(np.arange(c) * stages // c, minlength=stages) for c in count[trees]])
-    step = (level[:, None] + np.arange(stages)[None, :]).ravel()
+    step = (offset[:, None] + np.arange(stages)[None, :]).ravel()
     weight = np.repeat(entering, span, axis=0).ravel() * (nbytes / (units * stages))
     col = np.repeat(np.arange(num_rows), stages)
     inflow = sp.csr_array((weight, (step, col)), shape=(stages + int(span.max()), num_rows))
