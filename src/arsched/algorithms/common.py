@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.algorithms.registry import NotApplicable
+from arsched.algorithms.routes import route
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
@@ -24,7 +25,8 @@ def check_ranks(topology: Topology, ranks: Sequence[str] | None, name: str) -> t
     return rs
 
 
-def check_size(nbytes: float, name: str) -> float:
+def check_nbytes(nbytes: float, name: str) -> float:
+    """The vector size in bytes as a float: a positive finite number (`name` for the message)."""
     if not (float(nbytes) > 0 and np.isfinite(nbytes)):
         raise ArschedError(f"{name}: the size must be a positive number of bytes, got {nbytes!r}")
     return float(nbytes)
@@ -47,13 +49,10 @@ def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
     if (hops < 0).any():
         raise NotApplicable(f"some ranks of {topology.name} cannot reach each other")
     n = len(ranks)
-    c = topology.compiled
 
     def cost(order: np.ndarray) -> tuple[int, float]:
         nxt = np.roll(order, -1)
-        links = np.concatenate(
-            [c.path_links(topology.path(ranks[a], ranks[b])) for a, b in zip(order, nxt, strict=True)]
-        )
+        links = route(topology, ranks, order, nxt, spread=False).links
         return int(np.bincount(links).max()), float(hops[order, nxt].sum())
 
     tour = [0]

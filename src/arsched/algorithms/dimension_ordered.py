@@ -1,4 +1,5 @@
-"""Topology-native schemes: the hand-crafted designs the RL paper wants to make unnecessary.
+"""Dimension-ordered AllReduce on BCube and tori: the hand-crafted designs of these networks,
+which the RL paper wants to make unnecessary (registered as `bcube-native` and `torus-native`).
 
 `bcube-native` (Guo et al., SIGCOMM'09, the BCube all-to-all/AllReduce construction): a
 reduce-scatter level by level — within every group of n servers on one level-l switch, each
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
@@ -114,9 +115,10 @@ def _dimension_ordered(
 def bcube_native(
     topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8, chunks: int | None = None
 ) -> Schedule:
-    """BCube-native AllReduce: attains BCube's bandwidth bound (all ports busy in every phase)."""
+    """BCube's dimension-ordered AllReduce: attains BCube's bandwidth bound (all ports busy in
+    every phase)."""
     rs = check_ranks(topology, ranks, "bcube-native")
-    nbytes = check_size(nbytes, "bcube-native")
+    nbytes = check_nbytes(nbytes, "bcube-native")
     radices = _grid(topology, rs, "bcube")
     levels = len(radices)
     n = len(rs)
@@ -131,9 +133,10 @@ def bcube_native(
 def torus_native(
     topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8, chunks: int | None = None
 ) -> Schedule:
-    """Torus-native AllReduce: rings along one dimension at a time, every port busy."""
+    """The torus's dimension-ordered AllReduce: rings along one dimension at a time, every port
+    busy."""
     rs = check_ranks(topology, ranks, "torus-native")
-    nbytes = check_size(nbytes, "torus-native")
+    nbytes = check_nbytes(nbytes, "torus-native")
     radices = _grid(topology, rs, "torus")
     dims = [d for d in range(len(radices)) if radices[d] > 1]
     n = len(rs)

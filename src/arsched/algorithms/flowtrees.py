@@ -1,12 +1,14 @@
-"""Flow trees: the workload representation of the hierarchical-RL paper (arXiv 2503.21013).
+"""Flow trees and their round engine: the workload representation of the hierarchical-RL
+paper (arXiv 2503.21013), shared by `greedy-trees` (greedy_trees.py) and `hrl` (arsched.rl).
 
 Chunk c is reduced up a tree over the ranks rooted at some rank (a node forwards its partial
 sum to its parent once all its children's flows arrived: the paper's *merge*) and the result
 is copied back down the same tree. A *flow* is one chunk moving along one tree edge, on the
 routed path between the two ranks. Scheduling proceeds in rounds: a directed link carries at
 most one flow per round. `FlowTreeEngine` holds the state (which flows are available, which
-conflict, which ran) and turns the rounds it executes into a `Schedule` (one step per round);
-the greedy scheduler and the RL environments both drive it.
+conflict, which ran) and turns the rounds it executes into a `Schedule` (one step per round).
+This module builds the trees (`build_trees`, one of the `SHAPES`) and runs the rounds it is
+given; which flows go into a round is the scheduler's choice (greedy_trees.py, arsched.rl).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arsched.algorithms.routes import all_pairs, route
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
@@ -58,8 +61,9 @@ def build_trees(
       the root, trading a little balance for depth (a depth-d tree needs 2d rounds per chunk).
     - "spt": every chunk gets its own shortest-path tree: each rank's parent is a nearest rank
       one step closer to the root on a shortest path, the one whose paths leave the busiest
-      of their links least loaded. On BCube these are the dimension-ordered trees of its
-      native AllReduce, as shallow as the network allows, with the levels' order spread.
+      of their links least loaded. On BCube these are the trees of its dimension-ordered
+      AllReduce (`bcube-native`), as shallow as the network allows, with the order of the
+      dimensions spread over the chunks.
     - "chain": chunk c is a path along the cyclic rank `order` (indices into `ranks`) ending at
       its root, every other root's chunks running the other way round: the ring's reduce-
       scatter as flow trees (bandwidth-optimal on one-port networks).
@@ -104,18 +108,18 @@ def _chain_trees(order: np.ndarray, num_chunks: int) -> list[FlowTree]:
 
 
 def _pair_links(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
-    """(n, n, width): the links of the paths a→b and b→a of every rank pair, padded with the
-    index `num_links` (a link whose load stays 0)."""
+    """(n, n, width): the links of the default routes a→b and then b→a of every rank pair,
+    padded with the index `num_links` (a link whose load stays 0)."""
     n = len(ranks)
-    c = topology.compiled
-    one = {
-        (a, b): c.path_links(topology.path(ranks[a], ranks[b])) for a in range(n) for b in range(n) if a != b
-    }
-    width = max(len(one[(a, b)]) + len(one[(b, a)]) for a, b in one)
-    both = np.full((n, n, width), c.num_links, dtype=np.int64)
-    for (a, b), lk in one.items():
-        both[a, b, : len(lk)] = lk
-        both[b, a, len(one[(b, a)]) : len(one[(b, a)]) + len(lk)] = lk
+    routes = all_pairs(topology, ranks, spread=False)
+    pair = routes.positions(n)
+    hops = routes.hops
+    width = int((hops[pair[routes.src, routes.dst]] + hops[pair[routes.dst, routes.src]]).max())
+    both = np.full((n, n, width), topology.compiled.num_links, dtype=np.int64)
+    for a, b in zip(routes.src.tolist(), routes.dst.tolist(), strict=True):
+        there, back = routes.links_of(pair[a, b]), routes.links_of(pair[b, a])
+        both[a, b, : len(there)] = there
+        both[a, b, len(there) : len(there) + len(back)] = back
     return both
 
 
@@ -180,14 +184,13 @@ def _bfs_trees(
     topology: Topology, ranks: Sequence[str], num_chunks: int, hops: np.ndarray, cap: np.ndarray
 ) -> list[FlowTree]:
     n = len(ranks)
-    c = topology.compiled
-    load = np.zeros(c.num_links)
-    links: dict[tuple[int, int], np.ndarray] = {}
+    load = np.zeros(topology.compiled.num_links)
+    if n <= LOAD_AWARE_LIMIT:
+        routes = all_pairs(topology, ranks, spread=False)
+        pair = routes.positions(n)
 
     def path_links(a: int, b: int) -> np.ndarray:
-        if (a, b) not in links:
-            links[(a, b)] = c.path_links(topology.path(ranks[a], ranks[b]))
-        return links[(a, b)]
+        return routes.links_of(pair[a, b])
 
     shapes: dict[int, np.ndarray] = {}
     trees = []
@@ -243,7 +246,7 @@ class FlowTreeEngine:
         self.trees = list(trees)
         self.algorithm = algorithm
         n = len(self.ranks)
-        c = topology.compiled
+        num_links = topology.compiled.num_links
         chunk, kind, src, dst, tree = [], [], [], [], []
         for t, tr in enumerate(self.trees):
             for v in np.flatnonzero(tr.parent >= 0).tolist():
@@ -258,16 +261,15 @@ class FlowTreeEngine:
         self.flow_src = np.array(src, dtype=np.int64)
         self.flow_dst = np.array(dst, dtype=np.int64)
         self.flow_tree = np.array(tree, dtype=np.int64)
-        pairs = {
-            (a, b): topology.path(self.ranks[a], self.ranks[b]) for a, b in set(zip(src, dst, strict=True))
-        }
-        pair_links = {ab: c.path_links(p) for ab, p in pairs.items()}
-        self.paths = [pairs[ab] for ab in zip(src, dst, strict=True)]
-        self._links = [pair_links[ab] for ab in zip(src, dst, strict=True)]
+        routes = route(topology, self.ranks, self.flow_src, self.flow_dst, spread=False)
+        of_flow = routes.index(self.flow_src, self.flow_dst, n).tolist()
+        paths = {q: routes.path(q, topology, self.ranks) for q in set(of_flow)}
+        self.paths = [paths[q] for q in of_flow]
+        self._links = [routes.links_of(q) for q in of_flow]
         self._tuples = [tuple(lk.tolist()) for lk in self._links]
         f = len(chunk)
         width = max((len(lk) for lk in self._links), default=0)
-        self.link_matrix = np.full((f, width), c.num_links, dtype=np.int64)
+        self.link_matrix = np.full((f, width), num_links, dtype=np.int64)
         for i, lk in enumerate(self._links):
             self.link_matrix[i, : len(lk)] = lk
         # waiting counts: a reduce from v waits for v's children's reduces; a broadcast to v

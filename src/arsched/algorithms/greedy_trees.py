@@ -1,12 +1,14 @@
-"""Greedy flow-tree scheduling: the hierarchical-RL paper's pipeline with fixed policies.
+"""`greedy-trees`: flow trees scheduled round by round by fixed policies, the hierarchical-RL
+paper's pipeline (arXiv 2503.21013) without learning.
 
-Every chunk gets a flow tree (`arsched.algorithms.flowtrees.build_trees`; by default 4 chunks per rank,
-so that pipeline fill and drain cost little beside the link-load bound); every round all trees
+Every chunk gets a flow tree (`arsched.algorithms.flowtrees.build_trees`; by default 4 chunks
+per rank, so that pipeline fill and drain cost little beside the link-load bound); every round all trees
 are selected (the upper level's choice) and flows are picked one at a time, those crossing
 the link with the most flows left first, then the longest remaining critical path, skipping
 any that conflicts with a flow already picked (the lower level's choice), until none is left.
-Each tree shape of `candidate_engines` is run and the one with the fewest rounds kept. It is
-the non-learned reference the RL scheduler must beat, on the same engine.
+Each tree shape of `candidate_engines` is run and the fastest plan kept (`best_engine`). It is
+the non-learned reference the RL scheduler must beat, on the same engine; the RL environments
+(arsched.rl.state) start from its plan and use its round filler.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple, ring_order
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_trees
 from arsched.algorithms.registry import register
+from arsched.algorithms.trees import tree_depths, tree_heights
 from arsched.collective.schedule import Schedule
 from arsched.topology.core import Topology
 
@@ -30,27 +33,13 @@ def critical_path(engine: FlowTreeEngine) -> np.ndarray:
     broadcast into v has the height of v's subtree below it."""
     prio = np.zeros(engine.num_flows)
     for t, tree in enumerate(engine.trees):
-        parent = tree.parent
-        depth = np.zeros(len(parent), dtype=np.int64)
-        order = np.argsort([_depth(parent, v) for v in range(len(parent))], kind="stable")
-        for v in order:
-            depth[v] = 0 if parent[v] < 0 else depth[parent[v]] + 1
-        height = np.zeros(len(parent), dtype=np.int64)
-        for v in order[::-1]:
-            if parent[v] >= 0:
-                height[parent[v]] = max(height[parent[v]], height[v] + 1)
+        height = tree_heights(tree.parent)
+        depth = tree_depths(tree.parent, height)
         mine = np.flatnonzero(engine.flow_tree == t)
         up = engine.flow_kind[mine] == REDUCE
         prio[mine[up]] = depth[engine.flow_src[mine[up]]] + depth.max()
         prio[mine[~up]] = height[engine.flow_dst[mine[~up]]]
     return prio
-
-
-def _depth(parent: np.ndarray, v: int) -> int:
-    d = 0
-    while parent[v] >= 0:
-        v, d = int(parent[v]), d + 1
-    return d
 
 
 def default_chunks(num_ranks: int) -> int:
@@ -236,7 +225,7 @@ def greedy_trees(
     greedily, one tree per chunk, roots spread over the ranks, the best of the tree shapes and,
     unless `chunks` is given, of the chunk counts `candidate_chunks`."""
     rs = check_ranks(topology, ranks, "greedy-trees")
-    nbytes = check_size(nbytes, "greedy-trees")
+    nbytes = check_nbytes(nbytes, "greedy-trees")
     if chunks is not None:
         chunks = chunk_multiple(chunks, len(rs), "greedy-trees")
     shape, engine = best_engine(topology, rs, nbytes, chunks, fanout)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple, ring_order
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.registry import register
 from arsched.algorithms.ring import add_ring
 from arsched.collective.schedule import Schedule, ScheduleBuilder
@@ -88,7 +88,7 @@ def multi_ring(
     from arsched.sim import simulate_flow, simulate_rounds
 
     rs = check_ranks(topology, ranks, "multi-ring")
-    nbytes = check_size(nbytes, "multi-ring")
+    nbytes = check_nbytes(nbytes, "multi-ring")
     n = len(rs)
     index = {r: i for i, r in enumerate(rs)}
     one = [index[r] for r in ring_order(topology, rs)]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.errors import ArschedError
@@ -58,7 +58,7 @@ def ps(
     from arsched.sim.flow import simulate_flow
 
     rs = check_ranks(topology, ranks, "ps")
-    nbytes = check_size(nbytes, "ps")
+    nbytes = check_nbytes(nbytes, "ps")
     chunks = chunk_multiple(chunks, 1, "ps")
     if root is not None:
         if root not in rs:
@@ -77,7 +77,7 @@ def sharded_ps(
 ) -> Schedule:
     """Sharded parameter server: bandwidth-optimal on a non-blocking star, N(N-1) flows a phase."""
     rs = check_ranks(topology, ranks, "sharded-ps")
-    nbytes = check_size(nbytes, "sharded-ps")
+    nbytes = check_nbytes(nbytes, "sharded-ps")
     n = len(rs)
     chunks = chunk_multiple(chunks, n, "sharded-ps")
     per = chunks // n

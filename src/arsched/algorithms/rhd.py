@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
@@ -26,7 +26,7 @@ def rhd(
 ) -> Schedule:
     """Halving-doubling AllReduce: log-depth, bandwidth-optimal on non-blocking networks."""
     rs = check_ranks(topology, ranks, "rhd")
-    nbytes = check_size(nbytes, "rhd")
+    nbytes = check_nbytes(nbytes, "rhd")
     n = len(rs)
     k = n.bit_length() - 1
     p2 = 1 << k

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_ranks, check_size, chunk_multiple, ring_order
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.errors import ArschedError
@@ -47,7 +47,7 @@ def ring(
 ) -> Schedule:
     """Ring AllReduce; `order='given'` keeps the rank order, 'auto' picks a short-hop ring."""
     rs = check_ranks(topology, ranks, "ring")
-    nbytes = check_size(nbytes, "ring")
+    nbytes = check_nbytes(nbytes, "ring")
     if order not in ("auto", "given"):
         raise ArschedError(f"ring: order must be 'auto' or 'given', got {order!r}")
     n = len(rs)

@@ -1,13 +1,16 @@
-"""Spread routes between rank pairs, shared by tree packing and its level-balanced steps.
+"""The links of rank pairs' routes, for many pairs at once: what the algorithms that price or
+load links per rank pair (tree packing, its balanced steps, flow trees, ring orders) share.
 
-The LPs of `packing` and `levels` price every rank pair by the links of its route
-(`Router.link_paths(spread=True)`: equal-cost paths spread over switches, d-mod-k on
-fat-trees); `intern` puts exactly those paths into a schedule, so that the schedule loads the
-links the LP counted.
+`route` asks the router for the routes of distinct ordered rank pairs in one vectorised call
+(`Router.link_paths`): by default spread over equal-cost paths (d-mod-k on fat-trees), which
+tree packing's LP prices, or the default routes (`Topology.path`) that transfers without a
+path take, which the flow trees' round model uses. `intern` puts routes into a schedule, so
+that the schedule loads exactly the links that were counted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,8 +23,8 @@ from arsched.topology.core import Topology
 
 @dataclass(frozen=True)
 class Routes:
-    """Spread routes of distinct directed rank pairs, sorted by (source, destination): pair i
-    is `src[i]` → `dst[i]` (rank indices) over links `links[ptr[i]:ptr[i + 1]]`."""
+    """Routes of distinct directed rank pairs, sorted by (source, destination): pair i is
+    `src[i]` → `dst[i]` (rank indices) over links `links[ptr[i]:ptr[i + 1]]`."""
 
     src: np.ndarray
     dst: np.ndarray
@@ -31,6 +34,22 @@ class Routes:
     def index(self, src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
         """Positions of the pairs src[j] → dst[j] among the routed pairs."""
         return np.searchsorted(self.src * n + self.dst, src * n + dst)
+
+    def positions(self, n: int) -> np.ndarray:
+        """The (n × n) matrix of every ordered rank pair's position among the routed pairs, −1
+        for pairs not routed."""
+        pair = np.full((n, n), -1)
+        pair[self.src, self.dst] = np.arange(len(self.src))
+        return pair
+
+    def links_of(self, i: int) -> np.ndarray:
+        """The links of pair i's route, in order."""
+        return self.links[self.ptr[i] : self.ptr[i + 1]]
+
+    def path(self, i: int, topology: Topology, ranks: Sequence[str]) -> tuple[str, ...]:
+        """Pair i's route as node ids, both ranks included."""
+        c = topology.compiled
+        return (ranks[int(self.src[i])], *(c.node_ids[x] for x in c.link_dst[self.links_of(i)].tolist()))
 
     @property
     def hops(self) -> np.ndarray:
@@ -52,24 +71,32 @@ class Routes:
         return Routes(self.src[rows], self.dst[rows], ptr, self.links[idx])
 
 
-def route(topology: Topology, ranks: tuple[str, ...], src: np.ndarray, dst: np.ndarray) -> Routes:
-    """The spread routes of the distinct pairs src[i] → dst[i] (rank indices)."""
+def route(
+    topology: Topology, ranks: Sequence[str], src: np.ndarray, dst: np.ndarray, spread: bool = True
+) -> Routes:
+    """The routes of the distinct pairs src[i] → dst[i] (rank indices): spread over equal-cost
+    paths, or with `spread` false the default routes."""
     c = topology.compiled
     nodes = np.array([c.index[r] for r in ranks])
     n = len(nodes)
-    src, dst = np.divmod(np.unique(np.asarray(src) * n + np.asarray(dst)), n)
-    ptr, links = topology.router.link_paths(nodes[src], nodes[dst], spread=True)
+    key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
+    src, dst = np.divmod(np.unique(key), n)
+    if not len(src):
+        return Routes(src, dst, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    ptr, links = topology.router.link_paths(nodes[src], nodes[dst], spread=spread)
     return Routes(src, dst, ptr, links)
+
+
+def all_pairs(topology: Topology, ranks: Sequence[str], spread: bool = True) -> Routes:
+    """The routes of every ordered pair of different ranks (see `route`)."""
+    return route(topology, ranks, *np.nonzero(~np.eye(len(ranks), dtype=bool)), spread=spread)
 
 
 def intern(b: ScheduleBuilder, routes: Routes, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Path ids, interned in `b`, of the routed pairs src[j] → dst[j] as a (ranks × ranks)
     matrix (-1 for other pairs)."""
-    c = b.topology.compiled
     n = len(b.ranks)
     ids = np.full((n, n), -1, dtype=np.int64)
     for q in np.unique(routes.index(src, dst, n)).tolist():
-        hops = c.link_dst[routes.links[routes.ptr[q] : routes.ptr[q + 1]]].tolist()
-        a = int(routes.src[q])
-        ids[a, routes.dst[q]] = b.intern_path((b.ranks[a], *(c.node_ids[x] for x in hops)))
+        ids[routes.src[q], routes.dst[q]] = b.intern_path(routes.path(q, b.topology, b.ranks))
     return ids

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from arsched.algorithms.common import check_ranks, check_size
+from arsched.algorithms.common import check_nbytes, check_ranks
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.collective.schedule import Schedule
 from arsched.errors import ArschedError
@@ -35,7 +35,7 @@ def hrl(
     ranks = check_ranks(topology, ranks, "hrl")
     if not (isinstance(samples, int) and samples >= 1):
         raise ArschedError(f"hrl: samples must be a positive integer, got {samples!r}")
-    nbytes = check_size(nbytes, "hrl")
+    nbytes = check_nbytes(nbytes, "hrl")
     try:
         from arsched.rl.checkpoint import DEFAULT, load_policies
         from arsched.rl.policy import schedule_with

@@ -1,4 +1,6 @@
-"""Flow trees and their round engine (the RL paper's workload representation)."""
+"""greedy-trees (arsched.algorithms.greedy_trees): the greedy rounds are conflict-free and run
+every flow once, the round filler beats first fit, and the plan it keeps is no slower than the
+ring or its other candidates in the round model."""
 
 from __future__ import annotations
 
@@ -6,60 +8,19 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import build
-from arsched.algorithms.flowtrees import BROADCAST, REDUCE, FlowTreeEngine, build_trees
-from arsched.algorithms.greedy_trees import run_greedy
+from arsched.algorithms.flowtrees import FlowTreeEngine, build_trees
+from arsched.algorithms.greedy_trees import (
+    candidate_engines,
+    critical_path,
+    default_chunks,
+    fill_round,
+    first_fit,
+    round_order,
+    run_greedy,
+)
 from arsched.collective import numeric_check, validate
-from arsched.errors import ArschedError
 from arsched.sim import simulate_rounds
 from arsched.topology import bcube, fattree, parse_spec, star
-
-
-@pytest.mark.parametrize("shape", ["bfs", "balanced"])
-@pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "fattree:k=4", "torus:dims=3x3", "star:n=5"])
-def test_trees_span_the_ranks_and_respect_the_fanout(spec, shape):
-    topo = parse_spec(spec)
-    ranks = topo.servers
-    trees = build_trees(topo, ranks, 2 * len(ranks), fanout=2, shape=shape)
-    assert [t.chunk for t in trees] == list(range(2 * len(ranks)))
-    for t in trees:
-        assert t.root == t.chunk % len(ranks) and t.parent[t.root] == -1
-        for v in range(len(ranks)):  # every rank reaches the root without a cycle
-            seen, u = set(), v
-            while t.parent[u] >= 0:
-                assert u not in seen
-                seen.add(u)
-                u = int(t.parent[u])
-            assert u == t.root
-        assert np.bincount(t.parent[t.parent >= 0], minlength=len(ranks)).max() <= 2
-
-
-def test_engine_flows_and_initial_availability():
-    topo = star(4)
-    trees = build_trees(topo, topo.servers, 4)
-    e = FlowTreeEngine(topo, topo.servers, 1e6, trees)
-    assert e.num_flows == 4 * 2 * 3  # 4 trees, 3 edges each, up and down
-    # exactly the leaves' reduces are available at first
-    for f in np.flatnonzero(e.available):
-        tree = trees[e.flow_tree[f]]
-        assert e.flow_kind[f] == REDUCE and e.flow_src[f] not in tree.parent
-    assert not e.available[e.flow_kind == BROADCAST].any()
-
-
-def test_engine_refuses_bad_rounds():
-    topo = star(4)
-    e = FlowTreeEngine(topo, topo.servers, 1e6, build_trees(topo, topo.servers, 4))
-    with pytest.raises(ArschedError, match="at least one"):
-        e.execute([])
-    waiting = int(np.flatnonzero(~e.available)[0])
-    with pytest.raises(ArschedError, match="not available"):
-        e.execute([waiting])
-    avail = np.flatnonzero(e.available)
-    clash = [int(a) for a in avail if e.flow_dst[a] == e.flow_dst[avail[0]]][:2]
-    if len(clash) == 2:  # two flows into one rank share its downlink from the switch
-        with pytest.raises(ArschedError, match="share a directed link"):
-            e.execute(clash)
-    with pytest.raises(ArschedError, match="not finished"):
-        e.schedule()
 
 
 @pytest.mark.parametrize("topo", [bcube(3, 1), fattree(4), star(6)])
@@ -82,21 +43,6 @@ def test_greedy_trees_beat_a_ring_on_server_centric_networks_in_the_round_model(
         assert greedy < simulate_rounds(build("ring", topo, None, 64e6)).time_s
 
 
-def test_chain_trees_are_paths_along_the_order_ending_at_their_root():
-    topo = star(5)
-    order = [2, 0, 4, 1, 3]
-    trees = build_trees(topo, topo.servers, 10, shape="chain", order=order)
-    for t in trees:
-        assert t.root == t.chunk % 5 and (np.bincount(t.parent[t.parent >= 0], minlength=5) <= 1).all()
-        way = order if t.chunk < 5 else order[::-1]  # the second chunk of a root runs the other way
-        nxt = {way[i]: way[(i + 1) % 5] for i in range(5)}
-        assert all(t.parent[v] == nxt[v] for v in range(5) if v != t.root)
-    with pytest.raises(ArschedError, match="cyclic order"):
-        build_trees(topo, topo.servers, 5, shape="chain", order=[0, 1, 2])
-    with pytest.raises(ArschedError, match="unknown tree shape"):
-        build_trees(topo, topo.servers, 5, shape="spiral")
-
-
 def test_chains_reach_the_ring_bound_on_a_one_port_network():
     """One port per server: each server must receive 2(N-1) chunks of M/N (one per round)."""
     topo = parse_spec("jellyfish:switches=8,ports=4,net_ports=3,seed=1")
@@ -109,8 +55,6 @@ def test_chains_reach_the_ring_bound_on_a_one_port_network():
 
 @pytest.mark.parametrize("shape", ["bfs", "balanced", "chain"])
 def test_greedy_on_every_shape_gives_valid_schedules(shape):
-    from arsched.algorithms.greedy_trees import candidate_engines
-
     topo = parse_spec("dcell:n=2,k=1")
     e = candidate_engines(topo, tuple(topo.servers), 1e6, 2 * len(topo.servers))[shape]
     run_greedy(e)
@@ -119,14 +63,6 @@ def test_greedy_on_every_shape_gives_valid_schedules(shape):
 
 
 def test_fill_round_is_conflict_free_and_at_least_first_fit():
-    from arsched.algorithms.greedy_trees import (
-        candidate_engines,
-        critical_path,
-        fill_round,
-        first_fit,
-        round_order,
-    )
-
     topo = parse_spec("bcube:n=3,k=1")
     e = candidate_engines(topo, tuple(topo.servers), 1e6, 36, shape="spt")["spt"]
     prio, grew = critical_path(e), 0
@@ -175,8 +111,6 @@ def test_greedy_trees_tie_the_ring_where_it_is_at_the_bound(spec):
 def test_greedy_keeps_the_fastest_chunk_count(spec):
     """The default plan is no slower in the round model than greedy at either candidate chunk
     count given explicitly."""
-    from arsched.algorithms.greedy_trees import default_chunks
-
     topo = parse_spec(spec)
     n = len(topo.servers)
     chosen = build("greedy-trees", topo, None, 64e6)

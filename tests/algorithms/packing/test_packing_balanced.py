@@ -1,4 +1,4 @@
-"""Level-balanced tree steps (arsched.algorithms.levels): the step dynamic program against
+"""Balanced steps (arsched.algorithms.packing.balanced): the step dynamic program against
 brute force, the greedy placement against the bandwidth bound, and the schedules against the
 validator and the flow model."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import build
-from arsched.algorithms import levels as L
-from arsched.algorithms.dbtree import tree_heights
-from arsched.algorithms.packing import _overhead
-from arsched.algorithms.routes import route
+from arsched.algorithms.packing import balanced as B
+from arsched.algorithms.packing.pipeline import step_overhead
+from arsched.algorithms.routes import all_pairs
+from arsched.algorithms.trees import tree_heights
 from arsched.bounds import allreduce_bound
 from arsched.collective import numeric_check, validate
 from arsched.collective.schedule import ScheduleBuilder
@@ -36,7 +36,7 @@ def test_cheapest_steps_matches_brute_force(seed):
         step = np.array([steps + 1, *choice])
         if (step[kids] < step[parent[kids]]).all():
             best = min(best, cost[kids, step[kids] - 1].sum())
-    value, step = L.cheapest_steps(parent, tree_heights(parent), cost)
+    value, step = B.cheapest_steps(parent, tree_heights(parent), cost)
     assert value == pytest.approx(best)
     assert step[0] == steps + 1 and (step[kids] < step[parent[kids]]).all()
     assert cost[kids, step[kids] - 1].sum() == pytest.approx(best)
@@ -51,10 +51,10 @@ def test_the_overlay_is_the_nearest_pairs_that_join_all_ranks(spec, hops, peers)
     BCube's servers one switch away; on a fat-tree the pods are 6 links apart, so every pair."""
     topo = parse_spec(spec)
     ranks = tuple(topo.servers)
-    routes = L.overlay(topo, ranks)
+    routes = B.overlay(topo, ranks)
     assert routes.hops.max() == hops
     assert (np.bincount(routes.src, minlength=len(ranks)) == peers).all()
-    every = route(topo, ranks, *np.nonzero(~np.eye(len(ranks), dtype=bool)))
+    every = all_pairs(topo, ranks)
     kept = every.index(routes.src, routes.dst, len(ranks))
     for i, q in enumerate(kept.tolist()):  # the subset keeps each pair's own route
         assert (
@@ -75,16 +75,16 @@ def test_the_overlay_relays_through_no_other_rank():
     are switches, which still join all ranks."""
     topo = parse_spec("dcell:n=2,k=2")
     ranks = tuple(topo.servers)
-    routes = L.overlay(topo, ranks)
+    routes = B.overlay(topo, ranks)
     inner = set().union(*(_relays(topo, routes, i) for i in range(len(routes.src))))
     assert inner and not inner & set(ranks)
-    every = route(topo, ranks, *np.nonzero(~np.eye(len(ranks), dtype=bool)))
+    every = all_pairs(topo, ranks)
     short = np.flatnonzero(every.hops <= routes.hops.max())
     assert any(_relays(topo, every, i) & set(ranks) for i in short.tolist())  # there were some to leave out
     assert np.bincount(routes.src, minlength=len(ranks)).min() >= 1
 
 
-def test_levels_reject_bad_parameters():
+def test_balanced_steps_reject_bad_parameters():
     topo = parse_spec("ring:n=4")
     with pytest.raises(ArschedError, match="replace the pipeline"):
         build("tree-packing", topo, None, 1e6, levels=True, stages=4)
@@ -103,16 +103,16 @@ def test_levels_reject_bad_parameters():
         "jellyfish:switches=8,ports=4,net_ports=3,seed=1",
     ],
 )
-def test_forced_levels_are_valid(spec):
+def test_forced_balanced_steps_are_valid(spec):
     """Valid and numerically right, every transfer on its overlay pair's own route."""
     topo = parse_spec(spec)
     ranks = tuple(topo.servers)
     s = build("tree-packing", topo, None, 16e6, levels=True)
     assert s.meta["params"]["levels"] is True
     assert s.step.min() == 0 and s.step.max() == 2 * s.meta["level_steps"] - 1  # R up, R down
-    assert s.num_chunks == L.chunk_count(len(ranks), 16e6) == 16e6 // L.MIN_CHUNK
+    assert s.num_chunks == B.chunk_count(len(ranks), 16e6) == 16e6 // B.MIN_CHUNK
     assert validate(s).ok and numeric_check(s).ok
-    routes = L.overlay(topo, ranks)
+    routes = B.overlay(topo, ranks)
     c = topo.compiled
     want = {
         (ranks[a], *(c.node_ids[x] for x in c.link_dst[routes.links[routes.ptr[i] : routes.ptr[i + 1]]]))
@@ -121,17 +121,17 @@ def test_forced_levels_are_valid(spec):
     assert {s.paths[i] for i in np.unique(s.path_id).tolist()} <= want
 
 
-def test_levels_reach_the_bound_on_the_torus():
+def test_balanced_steps_reach_the_bound_on_the_torus():
     """On the 4×4 torus the placement's time with barriers is within 3 % of the bandwidth
-    bound and the default picks the level steps at 256 MB; with in-order connections they run
+    bound and the default picks the balanced steps at 256 MB; with in-order connections they run
     within 5 % of the bound, faster than the pipelined trees."""
     topo = parse_spec("torus:dims=4x4")
     ranks = tuple(topo.servers)
     size = 256e6
     bound = allreduce_bound(topo, ranks, size)
-    plan = L.balance(topo, ranks, size, _overhead(topo, 5e-6))
+    plan = B.balance(topo, ranks, size, step_overhead(topo, 5e-6))
     assert bound <= plan.time <= bound * 1.03
-    assert len(plan.columns) == L.chunk_count(len(ranks), size) == L.CHUNKS
+    assert len(plan.columns) == B.chunk_count(len(ranks), size) == B.CHUNKS
     chosen = build("tree-packing", topo, None, size)
     assert chosen.meta["params"]["levels"] is True and validate(chosen).ok
     assert chosen.meta["level_time"] == pytest.approx(plan.time)
@@ -148,8 +148,8 @@ def test_the_placement_keeps_its_load_and_steps_right():
     steps' busiest links plus their overhead."""
     topo = parse_spec("dcell:n=2,k=1")
     ranks = tuple(topo.servers)
-    net = L._Network.of(topo, ranks)
-    placer = L._Placer(net, net.least_steps + 1, 64)
+    net = B.Network.of(topo, ranks)
+    placer = B.Placer(net, net.least_steps + 1, 64)
     placer.sweep()
     want = np.zeros_like(placer.load)
     for parent, step, rows in placer.columns:
@@ -164,8 +164,8 @@ def test_the_placement_keeps_its_load_and_steps_right():
 
 
 @pytest.mark.parametrize("spec", [pytest.param("bcube:n=3,k=1", marks=pytest.mark.slow), "dcell:n=2,k=1"])
-def test_levels_beat_the_pipeline_on_switched_networks(spec):
-    """Over the overlay's few peers per rank, in-order connections keep the level steps in
+def test_balanced_steps_beat_the_pipeline_on_switched_networks(spec):
+    """Over the overlay's few peers per rank, in-order connections keep the balanced steps in
     order on switched networks too: the default picks them at 256 MB, within 5 % of the bound
     in the flow model with in-order connections, and faster than the pipelined trees."""
     topo = parse_spec(spec)
@@ -184,7 +184,7 @@ def test_join_adds_the_free_ranks_by_their_cheapest_edges():
     for u, v, w in [(0, 1, 1.0), (1, 2, 1.0), (2, 3, 2.0), (3, 4, 1.0), (4, 0, 5.0)]:
         weight[u, v] = weight[v, u] = w
     parent = np.array([-1, 0, 1, -1, -1])
-    assert L.join(parent, 0, weight).tolist() == [-1, 0, 1, 2, 3]
+    assert B.join(parent, 0, weight).tolist() == [-1, 0, 1, 2, 3]
     assert parent.tolist() == [-1, 0, 1, -1, -1]  # not changed in place
 
 
@@ -194,8 +194,8 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
     falling back to the breadth-first tree; the schedule of such a plan is valid."""
     topo = parse_spec("dcell:n=2,k=1")
     ranks = tuple(topo.servers)
-    net = L._Network.of(topo, ranks)
-    grown = L._Placer._prim
+    net = B.Network.of(topo, ranks)
+    grown = B.Placer.prim
     kept = []
 
     def stranding(self, cost, prefix, root):
@@ -206,8 +206,8 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
         kept.append(parent)
         return parent, None
 
-    monkeypatch.setattr(L._Placer, "_prim", stranding)
-    placer = L._Placer(net, net.least_steps + 2, 2 * len(ranks))
+    monkeypatch.setattr(B.Placer, "prim", stranding)
+    placer = B.Placer(net, net.least_steps + 2, 2 * len(ranks))
     joined = 0
     for k, (parent, step, _) in enumerate(placer.columns):
         root = k % len(ranks)
@@ -221,6 +221,6 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
         assert (step[kids] < step[parent[kids]]).all() and step[kids].min() >= 1
     assert joined >= len(placer.columns) // 2
     b = ScheduleBuilder(topo, ranks, 1e6, len(placer.columns), "tree-packing", {})
-    L.add_levels(b, placer.plan(1e6, 0.0))
+    B.add_balanced(b, placer.plan(1e6, 0.0))
     s = b.build()
     assert validate(s).ok and numeric_check(s).ok

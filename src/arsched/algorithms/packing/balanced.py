@@ -1,44 +1,39 @@
-"""Level-balanced tree steps: tree packing without a pipeline.
+"""Balanced steps: tree packing without a pipeline, every link equally busy in every step.
 
-A pipelined tree (packing.py) pays for fill and drain: in its first steps only the leaf edges
-have work and in its last only the edges into the leaves. Here each chunk crosses its tree once:
-a node adds into its parent at a step σ ∈ 1..R after all its children did, and the sum comes back
-down the same edge at the mirrored step 2R + 1 − σ. Trees and their steps are chosen together,
-so that every link carries the same load in every step, as a ring's rotations do.
+A pipelined tree (`arsched.algorithms.packing.pipeline`) pays for fill and drain: in its first
+steps only the leaf edges have work and in its last only the edges into the leaves. Here each
+chunk crosses its tree once: a node adds into its parent at a step σ ∈ 1..R after all its
+children did, and the sum comes back down the same edge at the mirrored step 2R + 1 − σ. Trees
+and their steps are chosen together, so that every link carries the same load in every step,
+as a ring's rotations do. (A schedule built this way records `levels: true` in its params.)
 
-How: chunk by chunk, greedily, under exponential prices in the manner of multiplicative weights
-(Garg & Könemann; Young's greedy for packing problems). Every (step, link) costs
-exp(β·load / highest load) / capacity, so a link-step that is already busy costs much more than
-an idle one. Chunk k is rooted at rank k mod n and takes a Prim tree grown from the root down,
-every rank attached to the parent and step (before the parent's) that cost least
-(`_Placer._prim`). Where that strands ranks (all their neighbours in the tree already at step
-1), the stranded ranks join the tree by their cheapest edges and every step is chosen again by
-a dynamic program (`cheapest_steps`), so the tree keeps the shape the prices gave it; only a
-tree taller than R falls back to the breadth-first tree from the root. (Falling back at every
-strand, as before, gave DCell(3,2) breadth-first trees, which load the switch links more than
-the direct ones, for a quarter of its chunks at β = 20.) `SWEEPS` passes then take every
-chunk out and place it again under the prices of all the others (rip-up and re-place), which
-evens out what the myopic first pass left. Every chunk is a column of its own, so there is
-no fractional solution to round, and the cost is a fraction of a millisecond to a few
-milliseconds per chunk: unlike a time-indexed LP, this scales to the 256 ranks tree packing
-takes.
+Placement (`Placer`): chunk by chunk, greedily, under exponential prices in the manner of
+multiplicative weights (Garg & Könemann 2007; Young's greedy for packing problems, SODA 1995).
+Every (step, link) costs exp(β·load / highest load) / capacity, so a link-step that is already
+busy costs much more than an idle one. Chunk k is rooted at rank k mod n and takes a Prim tree
+grown from the root down, every rank attached to the parent and step (before the parent's)
+that cost least (`Placer.prim`). Where that strands ranks (all their neighbours in the tree
+already at step 1), the stranded ranks `join` the tree by their cheapest edges and every step
+is chosen again by a dynamic program (`cheapest_steps`), so the tree keeps the shape the prices
+gave it; only a tree taller than R falls back to the breadth-first tree from the root. `SWEEPS`
+passes then take every chunk out and place it again under the prices of all the others
+(rip-up and re-place), which evens out what the myopic first pass left. Every chunk is a column
+of its own, so there is no fractional solution to round, and unlike a time-indexed LP this
+scales to the ranks tree packing takes.
 
-Over few peers: the trees use only the rank pairs of the *overlay* (`overlay`): the pairs whose
-route has at most h links and relays through no other rank, h the least that joins all ranks
-(a torus's own links, a DCell's cell and direct links, a Jellyfish's servers one
-switch-to-switch hop apart). Every rank then
-has a few connections, each busy in every step, and connections that keep their steps in order
-(a runtime's channels, `simulate_flow(fifo=True)`) keep the steps in order, as the plan assumes.
-Over all rank pairs, a leaf whose input is ready at once runs ahead of its step on a
-connection of its own and takes bandwidth from the steps before it.
+Over few peers: the trees use only the rank pairs of the `overlay`: the pairs whose route has
+at most h links and relays through no other rank, h the least that joins all ranks (a torus's
+own links, a DCell's cell and direct links, a Jellyfish's servers one switch-to-switch hop
+apart). Every rank then has a few connections, each busy in every step, and connections that
+keep their steps in order (a runtime's channels, `simulate_flow(fifo=True)`) keep the steps in
+order, as the plan assumes. Over all rank pairs, a leaf whose input is ready at once would run
+ahead of its step on a connection of its own and take bandwidth from the steps before it.
 
 What it cannot remove: at step R only the root's children send, so that step and its mirror
-carry less than the others (BCube(4,2): half). And every link-step's load is a whole number of
-chunks: with few chunks for many ranks and steps the busiest link of a step stays well above
-the step's mean. DCell(3,2) (156 ranks, 3 ports each) needs the most: at 211 chunks (a cap
-of 65,536 transfers) its plan was 1.13× the bound in order (β = 10; 1.55× at β = 50 before
-strands were joined), at 845 chunks 1.06× and at 1,691 (`TRANSFERS`) 1.04× (one-off runs;
-docs/results.md has the benchmark's number).
+carry less than the others; and every link-step's load is a whole number of chunks, so with
+few chunks for many ranks and steps the busiest link of a step stays above the step's mean
+(`chunk_count` takes as many chunks as `TRANSFERS` allows). The gaps to the bound this leaves
+are measured by benchmarks/bench_packing_scale.py (docs/results.md).
 """
 
 from __future__ import annotations
@@ -47,10 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, connected_components
+from scipy.sparse.csgraph import connected_components
 
-from arsched.algorithms.dbtree import tree_heights
-from arsched.algorithms.routes import Routes, intern, route
+from arsched.algorithms.routes import Routes, all_pairs, intern
+from arsched.algorithms.trees import hang_from, tree_heights
 from arsched.collective.schedule import ScheduleBuilder
 from arsched.csr import gather
 from arsched.errors import ArschedError
@@ -66,15 +61,14 @@ GAIN = 0.005  # ... while each one shortens the time with barriers by this share
 
 
 def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
-    """The rank pairs level steps use: every ordered pair whose spread route has at most h
+    """The rank pairs balanced steps use: every ordered pair whose spread route has at most h
     links and relays through no other rank, for the least h that joins all ranks (strongly
     connected). On a direct-connect network these are the ranks' own links. A route through
     another rank takes that rank's links without its taking part (DCell(3,2)'s servers with
     two direct links), where the rank itself could be the tree's inner node; such pairs are
     used only where the others do not join all ranks."""
     n = len(ranks)
-    src, dst = np.nonzero(~np.eye(n, dtype=bool))
-    routes = route(topology, ranks, src, dst)
+    routes = all_pairs(topology, ranks)
     c = topology.compiled
     is_rank = np.zeros(c.num_nodes, dtype=bool)
     is_rank[[c.index[r] for r in ranks]] = True
@@ -94,22 +88,6 @@ def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
     raise ArschedError("tree-packing: the ranks are not all joined by routes")  # routing refused earlier
 
 
-def pair_matrix(routes: Routes, n: int) -> np.ndarray:
-    """The index of every ordered rank pair among `routes`, −1 for pairs not routed."""
-    pair = np.full((n, n), -1)
-    pair[routes.src, routes.dst] = np.arange(len(routes.src))
-    return pair
-
-
-def hang_from(edges: tuple[np.ndarray, np.ndarray], n: int, root: int) -> np.ndarray:
-    """The parent array of the tree with these (undirected) edges, hung from `root`."""
-    g = sp.csr_array((np.ones(len(edges[0])), edges), shape=(n, n))
-    _, pred = breadth_first_order(g, root, directed=False, return_predecessors=True)
-    parent = np.where(pred < 0, -1, pred)
-    parent[root] = -1
-    return parent
-
-
 def edge_prices(price: np.ndarray, pair: np.ndarray, kids: np.ndarray, parents: np.ndarray) -> np.ndarray:
     """(edges × R) cost of sending kids[j] → parents[j] at step s (and back at 2R + 1 − s) under
     (2R × pairs) prices."""
@@ -126,8 +104,8 @@ def cheapest_steps(parent: np.ndarray, height: np.ndarray, cost: np.ndarray) -> 
     below = np.zeros((n, steps + 1))  # Σ over children of min_{s' ≤ j} f(child, s'), j = 0..R
     best = np.zeros((n, steps))
     kids = np.flatnonzero(parent >= 0)
-    for level in range(int(height.max())):
-        nodes = kids[height[kids] == level]
+    for h in range(int(height.max())):
+        nodes = kids[height[kids] == h]
         best[nodes] = cost[nodes] + below[nodes, :steps]
         prefix = np.minimum.accumulate(best[nodes], axis=1)
         np.add.at(below, parent[nodes], np.hstack([np.full((len(nodes), 1), np.inf), prefix]))
@@ -166,7 +144,7 @@ def chunk_count(n: int, nbytes: float) -> int:
 
 
 @dataclass(frozen=True)
-class LevelPlan:
+class BalancedPlan:
     """One column per chunk (parent array, reduce step of every node; the root's is R + 1),
     over the overlay's `routes`; `steps` is R and `time` the schedule's time with barriers
     (seconds: every step as long as its busiest link needs, plus its overhead)."""
@@ -178,7 +156,7 @@ class LevelPlan:
 
 
 @dataclass(frozen=True)
-class _Network:
+class Network:
     """What every plan over the overlay shares: its `routes`, their `pair` index, (pairs × links)
     `use` and the links' capacities `caps` in units of `scale` bytes/s, the pairs routed both
     ways as (children, parents) `edges`, and the breadth-first tree hung from every rank with
@@ -193,10 +171,10 @@ class _Network:
     wide: list[tuple[np.ndarray, np.ndarray]]
 
     @classmethod
-    def of(cls, topology: Topology, ranks: tuple[str, ...]) -> _Network:
+    def of(cls, topology: Topology, ranks: tuple[str, ...]) -> Network:
         n = len(ranks)
         routes = overlay(topology, ranks)
-        pair = pair_matrix(routes, n)
+        pair = routes.positions(n)
         edges = np.nonzero((pair >= 0) & (pair.T >= 0))
         wide = [hang_from(edges, n, r) for r in range(n)]
         used = np.unique(routes.links)
@@ -211,11 +189,11 @@ class _Network:
         return max(int(height.max()) for _, height in self.wide) + 1
 
 
-class _Placer:
+class Placer:
     """`chunks` chunks placed over R = `steps` reduce steps of `net`, one column each, and the
     (2R × links) load they put on the link-steps (in chunks / capacity)."""
 
-    def __init__(self, net: _Network, steps: int, chunks: int) -> None:
+    def __init__(self, net: Network, steps: int, chunks: int) -> None:
         self.net, self.steps, self.n = net, steps, len(net.pair)
         self.load = np.zeros((2 * steps, len(net.caps)))
         self.inverse = np.tile(1 / net.caps, 2 * steps)  # a chunk's load on row (s, e)
@@ -237,10 +215,10 @@ class _Placer:
         per_step = self.load.max(axis=1) * nbytes / len(self.columns) / self.net.scale
         return float(per_step.sum() + (per_step > 0).sum() * overhead)
 
-    def plan(self, nbytes: float, overhead: float) -> LevelPlan:
+    def plan(self, nbytes: float, overhead: float) -> BalancedPlan:
         """The plan, with its time with barriers."""
         columns = [(p, s) for p, s, _ in self.columns]
-        return LevelPlan(columns, self.net.routes, self.steps, self.time(nbytes, overhead))
+        return BalancedPlan(columns, self.net.routes, self.steps, self.time(nbytes, overhead))
 
     def _put(self, rows: np.ndarray, sign: float) -> None:
         np.add.at(self.load.reshape(-1), rows, sign * self.inverse[rows])
@@ -252,7 +230,7 @@ class _Placer:
         With its rows."""
         price = self._prices()
         cost, prefix = self._attach_costs(price)
-        parent, step = self._prim(cost, prefix, root)
+        parent, step = self.prim(cost, prefix, root)
         if step is None:
             parent = join(parent, root, prefix[:, :, -1])  # at its cheapest step
             height = tree_heights(parent)
@@ -294,7 +272,7 @@ class _Placer:
         cost[u, v] = edge_prices(price, self.net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
         return cost, np.minimum.accumulate(cost, axis=2)
 
-    def _prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray | None]:
         """(parent, step) of a tree grown from `root` down under `_attach_costs`: the free rank
         whose cheapest (parent in the tree, step before the parent's) costs least joins there;
         among equal costs the latest step, which leaves room for children. Where the ranks left
@@ -324,20 +302,20 @@ class _Placer:
         return parent, step
 
 
-def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float) -> LevelPlan:
-    """The level-balanced plan of `chunk_count` chunks over the `overlay`'s pairs, each step
+def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float) -> BalancedPlan:
+    """The balanced plan of `chunk_count` chunks over the `overlay`'s pairs, each step
     costing `overhead` seconds besides its bytes.
 
     R starts at the overlay's diameter + 1 (every breadth-first tree fits) and grows, up to
     `MORE_STEPS` more, while a step more saves `GAIN` of the time with barriers (after one
     sweep; it stops at the second R in a row that does not): more steps give leaves more room
-    to wait (DCell's trees need them), and cost a step's overhead each. The best placement then
+    to wait (deep trees need them), and cost a step's overhead each. The best placement then
     gets the rest of its `SWEEPS`."""
-    net = _Network.of(topology, ranks)
+    net = Network.of(topology, ranks)
     chunks = chunk_count(len(ranks), nbytes)
 
-    def placed(steps: int) -> tuple[_Placer, float]:
-        placer = _Placer(net, steps, chunks)
+    def placed(steps: int) -> tuple[Placer, float]:
+        placer = Placer(net, steps, chunks)
         placer.sweep()
         return placer, placer.time(nbytes, overhead)
 
@@ -357,7 +335,7 @@ def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead:
     return best.plan(nbytes, overhead)
 
 
-def add_levels(b: ScheduleBuilder, plan: LevelPlan) -> None:
+def add_balanced(b: ScheduleBuilder, plan: BalancedPlan) -> None:
     """Chunk i up column i's tree at its steps and back down at the mirrored ones, on the
     overlay's routes."""
     ids = intern(b, plan.routes, plan.routes.src, plan.routes.dst)

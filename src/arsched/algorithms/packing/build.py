@@ -1,0 +1,143 @@
+"""The `tree-packing` builder: a packing of spanning trees (`lp.pack`) scheduled as pipelined
+trees (`pipeline`) or as balanced steps (`balanced`), whichever is faster with barriers.
+
+Where the pipeline's time with barriers is more than `NEAR` above the cut bound, the builder
+also weighs the balanced steps, which remove the fill and drain that pipelined deep trees pay
+for, and uses them where their time with barriers is below the pipeline's. The schedule's
+`params` record the choice: `units` and `stages` of a pipeline, or `levels: true` for the
+balanced steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from arsched.algorithms.common import check_nbytes, check_ranks
+from arsched.algorithms.packing.balanced import BalancedPlan, add_balanced, balance
+from arsched.algorithms.packing.lp import MAX_ITERATIONS, Packing, pack
+from arsched.algorithms.packing.pipeline import (
+    UNITS,
+    add_pipeline,
+    choose_pipeline,
+    deal,
+    default_stages,
+    step_overhead,
+)
+from arsched.algorithms.registry import NotApplicable, register
+from arsched.algorithms.routes import route
+from arsched.algorithms.trees import tree_edges, tree_heights
+from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.defaults import DEFAULT_ALPHA
+from arsched.errors import ArschedError
+from arsched.topology.core import Topology
+
+MAX_RANKS = 256  # the LP has a row per link and a variable per tree over the n(n − 1)/2 rank pairs
+NEAR = 0.02  # a pipeline this close to the bound (with barriers) is kept without weighing balanced steps
+
+
+def _positive(value: object, name: str) -> int:
+    if not (isinstance(value, (int, np.integer)) and value >= 1):
+        raise ArschedError(f"tree-packing: {name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+@register("tree-packing", "spanning trees weighted by an LP (column generation): bandwidth-optimal packing")
+def tree_packing(
+    topology: Topology,
+    ranks: Sequence[str] | None = None,
+    nbytes: float = 1e8,
+    units: int | None = None,
+    stages: int | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    iterations: int = MAX_ITERATIONS,
+    seed: int = 0,
+    levels: bool | None = None,
+) -> Schedule:
+    """Tree packing (ForestColl's spanning trees, scheduled for a runtime).
+
+    `units` parallel pipelines (default `UNITS`) of `stages` steps (default `default_stages`,
+    tuned for a per-transfer overhead `alpha`; with neither given, `choose_pipeline` picks
+    both, perhaps no pipeline), over trees from at most `iterations` rounds of column
+    generation; `seed` for the jittered tree prices. `levels` chooses the balanced steps of
+    `balanced.balance` (each chunk crosses its tree once, no pipeline): True always, False never, and
+    by default (None, with neither `units` nor `stages` given) where the pipeline's time with
+    barriers is more than `NEAR` above the bound and theirs is shorter."""
+    rs = check_ranks(topology, ranks, "tree-packing")
+    nbytes = check_nbytes(nbytes, "tree-packing")
+    n = len(rs)
+    if n > MAX_RANKS:
+        raise NotApplicable(f"tree-packing is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
+    if not (float(alpha) >= 0 and np.isfinite(alpha)):
+        raise ArschedError(f"tree-packing: alpha must be a non-negative number of seconds, got {alpha!r}")
+    if levels is not None and not isinstance(levels, bool):
+        raise ArschedError(f"tree-packing: levels must be true or false, got {levels!r}")
+    if levels and (units is not None or stages is not None):
+        raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
+    packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
+    overhead = step_overhead(topology, alpha)
+    if levels:
+        plan = balance(topology, rs, nbytes, overhead)
+        return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
+    routes = route(topology, rs, *tree_edges(packing.parents))
+    if units is None and stages is None:
+        units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
+        if levels is None and time > nbytes / packing.limit * (1 + NEAR):
+            plan = balance(topology, rs, nbytes, overhead)
+            if plan.time < time:
+                return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
+    if stages is None:
+        stages = default_stages(packing, topology, nbytes, alpha)
+    stages = _positive(stages, "stages")
+    units = _positive(UNITS if units is None else units, "units")
+    count = deal(packing.weights, units * stages)
+    b = ScheduleBuilder(
+        topology,
+        rs,
+        nbytes,
+        units * stages,
+        "tree-packing",
+        {
+            "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
+            "seed": seed,
+            "lp_rate": packing.rate,
+            "lp_optimum": packing.optimum,
+            "trees": int((count > 0).sum()),
+            "max_height": int(packing.heights[count > 0].max()),
+        },
+    )
+    add_pipeline(b, packing.parents, count, stages, routes)
+    return b.build()
+
+
+def _balanced_schedule(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    plan: BalancedPlan,
+    packing: Packing,
+    alpha: float,
+    iterations: int,
+    seed: int,
+) -> Schedule:
+    """The schedule of a balanced plan, with the packing's rates in its meta for comparison."""
+    b = ScheduleBuilder(
+        topology,
+        ranks,
+        nbytes,
+        len(plan.columns),
+        "tree-packing",
+        {
+            "params": {"levels": True, "alpha": alpha, "iterations": iterations},
+            "seed": seed,
+            "lp_rate": packing.rate,
+            "lp_optimum": packing.optimum,
+            "level_time": plan.time,
+            "level_steps": plan.steps,
+            "trees": len({parent.tobytes() for parent, _ in plan.columns}),
+            "max_height": max(int(tree_heights(parent).max()) for parent, _ in plan.columns),
+        },
+    )
+    add_balanced(b, plan)
+    return b.build()

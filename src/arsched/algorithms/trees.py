@@ -1,0 +1,120 @@
+"""Rooted trees over the ranks as parent arrays: heights, depths, hanging, and the pipelined
+reduce-and-broadcast schedule of one tree.
+
+A tree over n nodes is a parent array: `parent[v]` is v's parent and −1 at the root. The
+algorithms that work with trees (double binary trees, tree packing and its balanced steps, the
+flow trees of greedy-trees and hrl) share these helpers, so that depth and height mean the same
+everywhere: a node's *depth* is its number of edges to the root, its *height* the number of
+edges on the longest path down to a leaf (leaves 0; the root's height is the tree's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+from arsched.collective.schedule import ScheduleBuilder
+
+
+def tree_heights(parent: np.ndarray) -> np.ndarray:
+    """Height of every node of a tree given by its parent array (leaves 0)."""
+    height = np.zeros(len(parent), dtype=np.int64)
+    for v in range(len(parent)):
+        h, u = 0, v
+        while parent[u] >= 0:
+            u, h = int(parent[u]), h + 1
+            height[u] = max(height[u], h)
+    return height
+
+
+def tree_depths(parent: np.ndarray, height: np.ndarray | None = None) -> np.ndarray:
+    """Depth of every node of a tree given by its parent array (the root 0); `height`
+    (`tree_heights`) if known."""
+    height = tree_heights(parent) if height is None else height
+    depth = np.zeros(len(parent), dtype=np.int64)
+    for v in np.argsort(-height, kind="stable"):  # parents (taller) before children
+        if parent[v] >= 0:
+            depth[v] = depth[parent[v]] + 1
+    return depth
+
+
+def tree_edges(parents: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Both directions of every edge of these trees: (sources, destinations), children to
+    parents first, then parents to children."""
+    kids = np.concatenate([np.flatnonzero(p >= 0) for p in parents])
+    ups = np.concatenate([p[p >= 0] for p in parents])
+    return np.concatenate([kids, ups]), np.concatenate([ups, kids])
+
+
+def _graph(edges: tuple[np.ndarray, np.ndarray], n: int) -> sp.csr_array:
+    return sp.csr_array((np.ones(len(edges[0])), edges), shape=(n, n))
+
+
+def _hung(graph: sp.csr_array, root: int) -> np.ndarray:
+    _, pred = breadth_first_order(graph, root, directed=False, return_predecessors=True)
+    parent = np.where(pred < 0, -1, pred)
+    parent[root] = -1
+    return parent
+
+
+def hang_from(edges: tuple[np.ndarray, np.ndarray], n: int, root: int) -> np.ndarray:
+    """The parent array of the tree over n nodes with these undirected edges (a, b), hung from
+    `root` (breadth-first: in a graph with cycles, the breadth-first tree from `root`)."""
+    return _hung(_graph(edges, n), root)
+
+
+def hang(edges: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, int]:
+    """(parent array, height) of the tree over n nodes with these undirected edges (a, b),
+    hung from its centre: the middle of a longest path, which minimises the height."""
+    g = _graph(edges, n)
+    far = int(breadth_first_order(g, 0, directed=False, return_predecessors=False)[-1])  # a farthest node
+    order, pred = breadth_first_order(g, far, directed=False, return_predecessors=True)
+    path = [int(order[-1])]
+    while path[-1] != far:
+        path.append(int(pred[path[-1]]))
+    return _hung(g, path[len(path) // 2]), len(path) // 2
+
+
+def edge_steps(parent: np.ndarray, height: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(children, reduce step, copy step) of a tree's edges relative to a chunk's entry: a child
+    of height h adds into its parent at step h; a child at depth d gets the result at step H + d,
+    H the root's height."""
+    root = int(np.flatnonzero(parent < 0)[0])
+    depth = tree_depths(parent, height)
+    kids = np.flatnonzero(parent >= 0)
+    return kids, height[kids], int(height[root]) + depth[kids]
+
+
+def add_tree(
+    b: ScheduleBuilder,
+    members: np.ndarray,
+    parent: np.ndarray,
+    height: np.ndarray,
+    tree_chunks: np.ndarray,
+    offsets: np.ndarray | None = None,
+    path_ids: np.ndarray | None = None,
+) -> None:
+    """Pipelined reduce up and broadcast down one tree (positions index `members`); chunk k
+    enters the pipeline at step offsets[k] (default k: one chunk per step), each edge at its
+    `edge_steps`. Transfers take the default routes, or `path_ids[src rank, dst rank]` (ids
+    interned in `b`)."""
+    kids, up_step, down_step = edge_steps(parent, height)
+    chunks = np.asarray(tree_chunks)
+    starts = np.arange(len(chunks)) if offsets is None else np.asarray(offsets)
+
+    def add(nodes: np.ndarray, first: int, src: np.ndarray, dst: np.ndarray, op: str) -> None:
+        k = len(nodes)  # every chunk crosses these edges, chunk c at step first + starts[c]
+        step = np.repeat(starts + first, k)
+        reps = len(chunks)
+        pids = None if path_ids is None else np.tile(path_ids[src, dst], reps)
+        b.add_rank_arrays(step, np.repeat(chunks, k), np.tile(src, reps), np.tile(dst, reps), op, pids)
+
+    for h in np.unique(up_step):
+        up = kids[up_step == h]
+        add(up, int(h), members[up], members[parent[up]], "reduce")
+    for d in np.unique(down_step):
+        down = kids[down_step == d]
+        add(down, int(d), members[parent[down]], members[down], "copy")
