@@ -95,8 +95,8 @@ def test_unknown_scheduler():
 
 
 def test_gadget_starts_a_job_its_utility_gave_up_on():
-    # issue 6: on 16 GPUs the 16-GPU job j3 (D = 218 s) waited until its sigmoid JCT utility was
-    # ~0, after which no move gained and GADGET never started it (FIFO does)
+    # on 16 GPUs the 16-GPU job j3 (D = 218 s) waits until its sigmoid JCT utility is ~0, after
+    # which no move gains: without the starvation rule GADGET would never start it (FIFO does)
     wl = synthetic(20, seed=1)
     c = parse_cluster("leafspine:leaves=2,spines=1,servers_per_leaf=2,gpus=4")
     assert wl.gpus[3] == c.num_gpus == 16

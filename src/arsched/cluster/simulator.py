@@ -18,7 +18,7 @@ import numpy as np
 from arsched.cluster.cluster import Cluster
 from arsched.cluster.config import SimConfig
 from arsched.cluster.jobs import Workload
-from arsched.cluster.metrics import RunResult, summarise
+from arsched.cluster.metrics import ClusterResult, summarise
 from arsched.cluster.network import MODES, ring_bandwidth, throughput
 from arsched.cluster.schedulers import Scheduler, SlotState
 from arsched.errors import ArschedError
@@ -64,7 +64,7 @@ def simulate(
     scheduler: Scheduler,
     config: SimConfig = SimConfig(),
     progress: Callable[[float], None] | None = None,
-) -> RunResult:
+) -> ClusterResult:
     """Run the trace to the end (or the slot limit); `progress(fraction of jobs done)` per slot."""
     if config.network not in MODES:
         raise ArschedError(f"network mode {config.network!r} is not one of {', '.join(MODES)}")

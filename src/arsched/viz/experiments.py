@@ -182,7 +182,7 @@ def rounds_vs_bound(rows: Rows) -> bytes | None:
 
 @dataclass
 class ClusterRun:
-    """A cluster row's series, shaped like arsched.cluster's RunResult for its plot helpers."""
+    """A cluster row's series, shaped like arsched.cluster's ClusterResult for its plot helpers."""
 
     scheduler: str
     network: str
