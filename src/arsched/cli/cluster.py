@@ -9,7 +9,7 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from arsched.cli.common import emit_json, out
+from arsched.cli.common import emit_json, fits, out, show
 from arsched.errors import ArschedError
 
 cluster_app = typer.Typer(
@@ -94,28 +94,39 @@ def _run_all(wl, cl, pairs, config_for, quiet: bool):
     return results
 
 
-def _table(title: str, results) -> Table:
+# (header, cell) of the metric columns; the first JOB_COLUMNS are about the jobs, the rest about
+# the cluster, and the two halves become two tables where one would not fit the terminal
+METRICS = (
+    ("done", lambda r: f"{r.finished}/{r.jobs}"),
+    ("avg JCT s", lambda r: f"{r.avg_jct_s:.0f}"),
+    ("p95 JCT s", lambda r: f"{r.p95_jct_s:.0f}"),
+    ("makespan s", lambda r: f"{r.makespan_s:.0f}"),
+    ("utility", lambda r: f"{r.total_utility:.2f}"),
+    ("GPU util", lambda r: f"{r.gpu_utilization:.3f}"),
+    ("kWh", lambda r: f"{r.energy_kwh:.1f}"),
+    ("Jain", lambda r: f"{r.jain_index:.3f}"),
+    ("ms/slot", lambda r: f"{r.scheduler_s_per_slot * 1e3:.2f}"),
+)
+JOB_COLUMNS = 5
+
+
+def _table(title: str | None, results, metrics) -> Table:
     table = Table(title=title)
-    cols = ["scheduler", "network", "done", "avg JCT s", "p95 JCT s", "makespan s", "utility", "GPU util",
-            "kWh", "Jain", "ms/slot"]  # fmt: skip
-    for c in cols:
-        left = c in ("scheduler", "network")
-        table.add_column(c, justify="left" if left else "right", no_wrap=left, min_width=8 if left else None)
+    for c in ("scheduler", "network"):
+        table.add_column(c, no_wrap=True)
+    for c, _ in metrics:
+        table.add_column(c, justify="right")
     for r in results:
-        table.add_row(
-            r.scheduler,
-            r.network,
-            f"{r.finished}/{r.jobs}",
-            f"{r.avg_jct_s:.0f}",
-            f"{r.p95_jct_s:.0f}",
-            f"{r.makespan_s:.0f}",
-            f"{r.total_utility:.2f}",
-            f"{r.gpu_utilization:.3f}",
-            f"{r.energy_kwh:.1f}",
-            f"{r.jain_index:.3f}",
-            f"{r.scheduler_s_per_slot * 1e3:.2f}",
-        )
+        table.add_row(r.scheduler, r.network, *(cell(r) for _, cell in metrics))
     return table
+
+
+def _tables(title: str, results) -> list[Table]:
+    """One table of every metric, or two (jobs, then cluster) where one would cut a number."""
+    whole = _table(title, results, METRICS)
+    if fits(whole):
+        return [whole]
+    return [_table(title, results, METRICS[:JOB_COLUMNS]), _table(None, results, METRICS[JOB_COLUMNS:])]
 
 
 def _check_network(modes: list[str]) -> None:
@@ -158,7 +169,8 @@ def run(
         return
     if skipped:
         out.print(f"skipped {skipped} bad rows of {trace}")
-    out.print(_table(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {res.slot_s:g} s", [res]))
+    for table in _tables(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {res.slot_s:g} s", [res]):
+        show(table)
 
 
 @cluster_app.command("compare")
@@ -210,7 +222,9 @@ def compare(
         return
     if skipped:
         out.print(f"skipped {skipped} bad rows of {trace}")
-    out.print(_table(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {results[0].slot_s:g} s", results))
+    out.print(
+        *_tables(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {results[0].slot_s:g} s", results)
+    )
     if plot is not None:
         out.print(f"plots in {plot}/: jct_cdf.png, utilization.png, utility.png")
 
