@@ -61,10 +61,11 @@ def _same_network(a: Topology, b: Topology) -> bool:
     )
 
 
+@pytest.mark.parametrize("flag", ["--out", "-o"])
 @pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "fattree:k=4,bandwidth=25Gbps/100Gbps/400Gbps"])
-def test_topology_out_json_loads_back_equal(capsys, tmp_path, spec):
+def test_topology_out_json_loads_back_equal(capsys, tmp_path, spec, flag):
     target = tmp_path / "t.json"
-    code, _, _ = run(capsys, "topology", spec, "--out", str(target))
+    code, _, _ = run(capsys, "topology", spec, flag, str(target))
     assert code == 0
     assert load(target) == parse_spec(spec)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
@@ -240,7 +241,7 @@ def test_subprocess_bad_input(tmp_path, argv):
 
 TABLES = {
     "compare, rounds model": [
-        "compare", "-t", "torus:dims=3x3", "--algorithms", "ps,sharded-ps,multi-ring,torus-native",
+        "compare", "-t", "torus:dims=3x3", "-a", "ps,sharded-ps,multi-ring,torus-native",
         "--size", "64KB,256MB", "--model", "rounds",
     ],
     "cluster compare": [

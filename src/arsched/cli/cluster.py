@@ -1,4 +1,4 @@
-"""`arsched cluster run|compare`: trace-driven scheduling of ring-all-reduce jobs on a cluster."""
+"""`arsched cluster run|compare|schedulers`: trace-driven scheduling of ring-all-reduce jobs on a cluster."""
 
 from __future__ import annotations
 
@@ -11,17 +11,6 @@ from rich.table import Table
 
 from arsched.cli.common import emit_json, fits, out, show
 from arsched.errors import ArschedError
-
-cluster_app = typer.Typer(
-    help=(
-        "Schedule a trace of ring-all-reduce training jobs on a GPU cluster (GADGET and baselines) "
-        "and score it: JCT, makespan, utilisation, energy, utility, fairness.\n\n"
-        "Try `arsched cluster compare --trace ../shared/data/tiresias_60_job.csv "
-        "--cluster ../shared/data/tiresias_n32g4.csv --network reserved,shared`."
-    ),
-    no_args_is_help=True,
-)
-
 
 DEFAULT_CLUSTER = "leafspine:leaves=8,spines=4,servers_per_leaf=8,gpus=8"
 TRACE_HELP = (
@@ -137,12 +126,14 @@ def _check_network(modes: list[str]) -> None:
             raise ArschedError(f"--network {m!r} is not one of {', '.join(MODES)}")
 
 
-@cluster_app.command("run")
 def run(
     trace: Trace,
     cluster: ClusterSpec = DEFAULT_CLUSTER,
     scheduler: Annotated[
-        str, typer.Option(help="gadget, fifo, sjf, tiresias, optimus or random.")
+        str,
+        typer.Option(
+            help="gadget, fifo, sjf, tiresias, optimus or random (see `arsched cluster schedulers`)."
+        ),
     ] = "gadget",
     objective: ObjectiveOpt = "jct",
     network: Annotated[str, typer.Option(help=NETWORK_HELP)] = "reserved",
@@ -173,7 +164,6 @@ def run(
         show(table)
 
 
-@cluster_app.command("compare")
 def compare(
     trace: Trace,
     cluster: ClusterSpec = DEFAULT_CLUSTER,
@@ -229,6 +219,30 @@ def compare(
         out.print(f"plots in {plot}/: jct_cdf.png, utilization.png, utility.png")
 
 
+def list_schedulers() -> None:
+    """List the schedulers `arsched cluster run --scheduler NAME` can run."""
+    from arsched.cluster.schedulers import SCHEDULERS
+
+    table = Table(show_header=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("what it does")
+    for name, cls in SCHEDULERS.items():
+        table.add_row(name, cls.about)
+    show(table)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `arsched cluster run|compare` to `app`."""
-    app.add_typer(cluster_app, name="cluster")
+    """Add the `arsched cluster` group (run, compare, schedulers) to `app`."""
+    group = typer.Typer(
+        help=(
+            "Schedule a trace of ring-all-reduce training jobs on a GPU cluster (GADGET and baselines) "
+            "and score it: JCT, makespan, utilisation, energy, utility, fairness.\n\n"
+            "Try `arsched cluster compare --trace ../shared/data/tiresias_60_job.csv "
+            "--cluster ../shared/data/tiresias_n32g4.csv --network reserved,shared`."
+        ),
+        no_args_is_help=True,
+    )
+    group.command("run")(run)
+    group.command("compare")(compare)
+    group.command("schedulers")(list_schedulers)
+    app.add_typer(group, name="cluster")

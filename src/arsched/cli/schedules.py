@@ -167,7 +167,9 @@ def schedule(
 
 def compare(
     topology_spec: Annotated[str, typer.Option("--topology", "-t", help=SPEC_HELP, show_default=False)],
-    algorithms: Annotated[str | None, typer.Option(help="Comma-separated names (default: all).")] = None,
+    algorithms: Annotated[
+        str | None, typer.Option("--algorithms", "-a", help="Comma-separated names (default: all).")
+    ] = None,
     size: Annotated[
         str, typer.Option("--size", "-s", help="Comma-separated sizes, e.g. 1MB,256MB.")
     ] = "1MB,256MB",
