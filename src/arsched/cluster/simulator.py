@@ -9,6 +9,7 @@ while it keeps its GPUs: rings reserve oldest placement first, new ones in the s
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from arsched.cluster.schedulers import Scheduler, SlotState
 from arsched.errors import ArschedError
 
 HORIZON = 10  # see horizon_slots
+
+log = logging.getLogger(__name__)
 
 
 def horizon_slots(workload: Workload, cluster: Cluster, dt: float) -> int:
@@ -122,6 +125,10 @@ def simulate(
             progress(float(np.isfinite(finish).mean()))
         if arrived == n and np.isfinite(finish).all():
             break
+    log.info(
+        "%s (%s) on %s: %d of %d jobs finished in %d slots of %g s",
+        scheduler.name, config.network, cluster.name, int(np.isfinite(finish).sum()), n, len(busy), dt,
+    )  # fmt: skip
     return summarise(
         workload, cluster, scheduler.name, config, dt, finish, gpu_seconds,
         np.array(slot_starts), np.array(busy), np.array(sched_time),

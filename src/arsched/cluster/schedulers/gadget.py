@@ -25,6 +25,7 @@ it finishes, so every job finishes; later moves may still grow them like any oth
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -39,6 +40,8 @@ MIN_GAIN = 1e-12  # a move must gain more than this per GPU (crumbs of bandwidth
 NO_LINKS = np.zeros(0, dtype=np.int64)
 STARVE_FACTOR = 10.0  # JCT past 10 D: the sigmoid utility is below e^-8, the job's value is spent
 STARVE_SLOTS = 3  # ... but never fewer slots than this
+
+log = logging.getLogger(__name__)
 
 
 class MarginalAllocator:
@@ -187,6 +190,7 @@ class MarginalAllocator:
             self._acquire(j, got[0], got[1])
             self.w[j], self.v[j], self.order[j] = need, got[2], step
             step += 1
+            log.debug("t=%g s: starving job %d placed first on %d GPUs", self.s.now, j, need)
         return step
 
     def run(self) -> Decision:
