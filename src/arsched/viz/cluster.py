@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arsched.cluster.metrics import ClusterResult
+from arsched.cluster import ClusterResult
 from arsched.viz.plots import pyplot, save_figure
 
 
