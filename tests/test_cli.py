@@ -61,10 +61,11 @@ def _same_network(a: Topology, b: Topology) -> bool:
     )
 
 
+@pytest.mark.parametrize("flag", ["--out", "-o"])
 @pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "fattree:k=4,bandwidth=25Gbps/100Gbps/400Gbps"])
-def test_topology_out_json_loads_back_equal(capsys, tmp_path, spec):
+def test_topology_out_json_loads_back_equal(capsys, tmp_path, spec, flag):
     target = tmp_path / "t.json"
-    code, _, _ = run(capsys, "topology", spec, "--out", str(target))
+    code, _, _ = run(capsys, "topology", spec, flag, str(target))
     assert code == 0
     assert load(target) == parse_spec(spec)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
@@ -234,3 +235,36 @@ def test_subprocess_bad_input(tmp_path, argv):
     assert_one_line_error(p.returncode, p.stderr)
     assert p.stdout == ""
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- tables at 80 columns --------------------------------------------------------------------
+
+TABLES = {
+    "compare, rounds model": [
+        "compare", "-t", "torus:dims=3x3", "-a", "ps,sharded-ps,multi-ring,torus-native",
+        "--size", "64KB,256MB", "--model", "rounds",
+    ],
+    "cluster compare": [
+        "cluster", "compare", "--trace", "synthetic:jobs=12,seed=1", "--cluster",
+        "leafspine:leaves=2,spines=1,servers_per_leaf=2,gpus=4", "--schedulers", "gadget,tiresias",
+        "--network", "reserved,shared",
+    ],
+    "simulate": ["simulate", "{d}/ring.json", "--model", "rounds"],
+    "topology": ["topology", "jellyfish:switches=8,ports=4,net_ports=3"],
+    "bound": ["bound", "-t", "jellyfish:switches=8,ports=4,net_ports=3", "--size", "1GiB"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("argv", list(TABLES.values()), ids=list(TABLES))
+def test_tables_cut_nothing_at_80_columns(capsys, monkeypatch, tmp_path, argv):
+    from arsched.cli.common import out as console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert console.width == 80
+    _ring_file(tmp_path)
+    code, out, err = run(capsys, *(a.format(d=tmp_path) for a in argv))
+    assert (code, err) == (0, "")
+    assert "…" not in out, out  # no name or number cut short
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    if argv[0] == "compare":
+        assert "sharded-ps" in out and "torus-native" in out and "multi-ring" in out

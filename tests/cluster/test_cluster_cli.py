@@ -1,4 +1,4 @@
-"""`arsched cluster run|compare`: JSON keys, plots, one-line errors."""
+"""`arsched cluster run|compare|schedulers`: JSON keys, plots, the scheduler list, one-line errors."""
 
 from __future__ import annotations
 
@@ -81,3 +81,12 @@ def test_arrival_scale_compresses_the_trace(capsys):
     fast = json.loads(run(capsys, *base, "--arrival-scale", "0.01")[1])
     slow = json.loads(run(capsys, *base)[1])
     assert fast["finished"] == 12 and fast["avg_jct_s"] > slow["avg_jct_s"]
+
+
+def test_schedulers_lists_every_scheduler_with_what_it_does(capsys):
+    from arsched.cluster.schedulers import SCHEDULERS
+
+    code, out, err = run(capsys, "cluster", "schedulers")
+    assert (code, err) == (0, "")
+    for name, cls in SCHEDULERS.items():
+        assert name in out and cls.about.split()[0] in out  # its summary, wrapped or not

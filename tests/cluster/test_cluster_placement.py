@@ -35,11 +35,11 @@ class _ScanGPUs(FreeGPUs):
         return one_server(self.free, need)
 
 
-class _Eager(gadget_mod._Greedy):
+class _Eager(gadget_mod.MarginalAllocator):
     """The straightforward reference embedding: every option built with the plain scans, tried
     in order until the previous ring or a one-server ring."""
 
-    def _options(self, j, need):
+    def options(self, j, need):
         prev = self.s.previous.get(j)
         opts = []
         if prev is not None and sum(g for _, g in prev) == need and all(self.free[s] >= g for s, g in prev):

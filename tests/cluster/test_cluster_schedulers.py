@@ -94,15 +94,19 @@ def test_unknown_scheduler():
         get_scheduler("nope")
 
 
-def test_gadget_starts_a_job_its_utility_gave_up_on():
-    # issue 6: on 16 GPUs the 16-GPU job j3 (D = 218 s) waited until its sigmoid JCT utility was
-    # ~0, after which no move gained and GADGET never started it (FIFO does)
+def test_gadget_starts_a_job_its_utility_gave_up_on(caplog):
+    # on 16 GPUs the 16-GPU job j3 (D = 218 s) waits until its sigmoid JCT utility is ~0, after
+    # which no move gains: without the starvation rule GADGET would never start it (FIFO does)
     wl = synthetic(20, seed=1)
     c = parse_cluster("leafspine:leaves=2,spines=1,servers_per_leaf=2,gpus=4")
     assert wl.gpus[3] == c.num_gpus == 16
     for name in ("gadget", "random"):
-        r = simulate(wl, c, get_scheduler(name), SimConfig())
+        with caplog.at_level("DEBUG", logger="arsched.cluster"):
+            r = simulate(wl, c, get_scheduler(name), SimConfig())
         assert r.finished == r.jobs == 20, name
+    # the decisions are logged, not printed: the rescue of job 3 and each run's end
+    assert any("starving job 3 placed first on 16 GPUs" in m for m in caplog.messages)
+    assert sum("20 of 20 jobs finished" in m for m in caplog.messages) == 2
 
 
 def test_starving_jobs_are_placed_first_oldest_first(monkeypatch):

@@ -32,15 +32,17 @@ def test_tiresias_shipped_trace():
     assert (np.diff(wl.arrival) >= 0).all() and wl.arrival[0] == 0
 
 
-def test_tiresias_bad_row_names_file_row_field(tmp_path):
+def test_tiresias_bad_row_names_file_row_field(tmp_path, caplog):
     f = tmp_path / "t.csv"
     f.write_text(
         TIRESIAS_HEAD + "0,1,0,100,resnet50,50,1\n1,two,5,100,vgg16,50,1\n2,1,9,100,nosuchnet,50,1\n"
     )
     with pytest.raises(ArschedError, match=rf"{f} row 3: field 'num_gpu' is 'two', not a number"):
         load_trace(str(f))
-    wl, skipped = load_trace(str(f), skip_bad_rows=True)
+    with caplog.at_level("DEBUG", logger="arsched.cluster"):
+        wl, skipped = load_trace(str(f), skip_bad_rows=True)
     assert (len(wl), skipped) == (1, 2)
+    assert any("row 3 skipped: field 'num_gpu'" in m for m in caplog.messages)  # which rows, and why
 
 
 def test_philly_json(tmp_path):

@@ -4,6 +4,16 @@ One Typer app; every module here adds the commands of one group through its `reg
 called below in the order `arsched --help` lists them. Every bad input ends with one sentence on
 stderr and exit code 2; a schedule that is well formed but wrong ends `validate` with exit code
 1. Nothing below this package prints.
+
+The shape: verbs on networks and schedules sit at the top level (`arsched topology`, `bound`,
+`schedule`, `validate`, `simulate`, `compare`, `run`, `export`, `import`), and so do the
+experiment and training verbs that drive them (`sweep`, `report`, `train`); a subsystem with its
+own inputs, the GPU-cluster scheduler (job traces and clusters, not schedules), is one group,
+`arsched cluster run|compare|schedulers`. The same option means the same thing everywhere:
+`-t/--topology` a topology spec or file, `-s/--size` bytes per rank, `-a/--algorithm(s)`
+algorithm names, `-o/--out` the file or folder written, `--json` machine-readable output on
+stdout, `--model flow|rounds`, `--alpha` the per-transfer overhead, `--fifo` in-order
+connections, `--plot` pictures (a PNG file; a folder for `cluster compare`, which draws three).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`arsched cluster run|compare`: trace-driven scheduling of ring-all-reduce jobs on a cluster."""
+"""`arsched cluster run|compare|schedulers`: trace-driven scheduling of ring-all-reduce jobs on a cluster."""
 
 from __future__ import annotations
 
@@ -9,19 +9,8 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from arsched.cli.common import emit_json, out
+from arsched.cli.common import emit_json, fits, out, show
 from arsched.errors import ArschedError
-
-cluster_app = typer.Typer(
-    help=(
-        "Schedule a trace of ring-all-reduce training jobs on a GPU cluster (GADGET and baselines) "
-        "and score it: JCT, makespan, utilisation, energy, utility, fairness.\n\n"
-        "Try `arsched cluster compare --trace ../shared/data/tiresias_60_job.csv "
-        "--cluster ../shared/data/tiresias_n32g4.csv --network reserved,shared`."
-    ),
-    no_args_is_help=True,
-)
-
 
 DEFAULT_CLUSTER = "leafspine:leaves=8,spines=4,servers_per_leaf=8,gpus=8"
 TRACE_HELP = (
@@ -94,28 +83,39 @@ def _run_all(wl, cl, pairs, config_for, quiet: bool):
     return results
 
 
-def _table(title: str, results) -> Table:
+# (header, cell) of the metric columns; the first JOB_COLUMNS are about the jobs, the rest about
+# the cluster, and the two halves become two tables where one would not fit the terminal
+METRICS = (
+    ("done", lambda r: f"{r.finished}/{r.jobs}"),
+    ("avg JCT s", lambda r: f"{r.avg_jct_s:.0f}"),
+    ("p95 JCT s", lambda r: f"{r.p95_jct_s:.0f}"),
+    ("makespan s", lambda r: f"{r.makespan_s:.0f}"),
+    ("utility", lambda r: f"{r.total_utility:.2f}"),
+    ("GPU util", lambda r: f"{r.gpu_utilization:.3f}"),
+    ("kWh", lambda r: f"{r.energy_kwh:.1f}"),
+    ("Jain", lambda r: f"{r.jain_index:.3f}"),
+    ("ms/slot", lambda r: f"{r.scheduler_s_per_slot * 1e3:.2f}"),
+)
+JOB_COLUMNS = 5
+
+
+def _table(title: str | None, results, metrics) -> Table:
     table = Table(title=title)
-    cols = ["scheduler", "network", "done", "avg JCT s", "p95 JCT s", "makespan s", "utility", "GPU util",
-            "kWh", "Jain", "ms/slot"]  # fmt: skip
-    for c in cols:
-        left = c in ("scheduler", "network")
-        table.add_column(c, justify="left" if left else "right", no_wrap=left, min_width=8 if left else None)
+    for c in ("scheduler", "network"):
+        table.add_column(c, no_wrap=True)
+    for c, _ in metrics:
+        table.add_column(c, justify="right")
     for r in results:
-        table.add_row(
-            r.scheduler,
-            r.network,
-            f"{r.finished}/{r.jobs}",
-            f"{r.avg_jct_s:.0f}",
-            f"{r.p95_jct_s:.0f}",
-            f"{r.makespan_s:.0f}",
-            f"{r.total_utility:.2f}",
-            f"{r.gpu_utilization:.3f}",
-            f"{r.energy_kwh:.1f}",
-            f"{r.jain_index:.3f}",
-            f"{r.scheduler_s_per_slot * 1e3:.2f}",
-        )
+        table.add_row(r.scheduler, r.network, *(cell(r) for _, cell in metrics))
     return table
+
+
+def _tables(title: str, results) -> list[Table]:
+    """One table of every metric, or two (jobs, then cluster) where one would cut a number."""
+    whole = _table(title, results, METRICS)
+    if fits(whole):
+        return [whole]
+    return [_table(title, results, METRICS[:JOB_COLUMNS]), _table(None, results, METRICS[JOB_COLUMNS:])]
 
 
 def _check_network(modes: list[str]) -> None:
@@ -126,12 +126,14 @@ def _check_network(modes: list[str]) -> None:
             raise ArschedError(f"--network {m!r} is not one of {', '.join(MODES)}")
 
 
-@cluster_app.command("run")
 def run(
     trace: Trace,
     cluster: ClusterSpec = DEFAULT_CLUSTER,
     scheduler: Annotated[
-        str, typer.Option(help="gadget, fifo, sjf, tiresias, optimus or random.")
+        str,
+        typer.Option(
+            help="gadget, fifo, sjf, tiresias, optimus or random (see `arsched cluster schedulers`)."
+        ),
     ] = "gadget",
     objective: ObjectiveOpt = "jct",
     network: Annotated[str, typer.Option(help=NETWORK_HELP)] = "reserved",
@@ -158,10 +160,10 @@ def run(
         return
     if skipped:
         out.print(f"skipped {skipped} bad rows of {trace}")
-    out.print(_table(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {res.slot_s:g} s", [res]))
+    for table in _tables(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {res.slot_s:g} s", [res]):
+        show(table)
 
 
-@cluster_app.command("compare")
 def compare(
     trace: Trace,
     cluster: ClusterSpec = DEFAULT_CLUSTER,
@@ -210,11 +212,37 @@ def compare(
         return
     if skipped:
         out.print(f"skipped {skipped} bad rows of {trace}")
-    out.print(_table(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {results[0].slot_s:g} s", results))
+    out.print(
+        *_tables(f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {results[0].slot_s:g} s", results)
+    )
     if plot is not None:
         out.print(f"plots in {plot}/: jct_cdf.png, utilization.png, utility.png")
 
 
+def list_schedulers() -> None:
+    """List the schedulers `arsched cluster run --scheduler NAME` can run."""
+    from arsched.cluster.schedulers import SCHEDULERS
+
+    table = Table(show_header=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("what it does")
+    for name, cls in SCHEDULERS.items():
+        table.add_row(name, cls.about)
+    show(table)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `arsched cluster run|compare` to `app`."""
-    app.add_typer(cluster_app, name="cluster")
+    """Add the `arsched cluster` group (run, compare, schedulers) to `app`."""
+    group = typer.Typer(
+        help=(
+            "Schedule a trace of ring-all-reduce training jobs on a GPU cluster (GADGET and baselines) "
+            "and score it: JCT, makespan, utilisation, energy, utility, fairness.\n\n"
+            "Try `arsched cluster compare --trace ../shared/data/tiresias_60_job.csv "
+            "--cluster ../shared/data/tiresias_n32g4.csv --network reserved,shared`."
+        ),
+        no_args_is_help=True,
+    )
+    group.command("run")(run)
+    group.command("compare")(compare)
+    group.command("schedulers")(list_schedulers)
+    app.add_typer(group, name="cluster")

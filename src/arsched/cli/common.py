@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
 from arsched.errors import ArschedError
 from arsched.topology.spec import SPEC_EXAMPLES
@@ -21,6 +24,45 @@ SPEC_HELP = (
 )
 
 out = Console()
+
+
+def _measure(table: Table) -> Measurement:
+    """The width `table` needs (minimum: every cell whole, headers wrapped at spaces)."""
+    unbounded = out.options.update_width(1 << 20)  # a table's measure is clamped to the width given
+    return out.measure(table, options=unbounded)
+
+
+def fits(table: Table) -> bool:
+    """True if `table` fits the console without cutting a cell (headers may wrap at spaces)."""
+    return _measure(table).minimum <= out.width
+
+
+def show(table: Table) -> None:
+    """Print `table` with no cell cut short where the console allows it: with blank column
+    separators where its borders would not fit, and with column widths chosen here where it
+    must wrap headers (rich's own shrinking narrows the widest columns first and can cut a
+    number that a wrapped header would have left room for)."""
+    if not fits(table):
+        table.box, table.show_edge, table.pad_edge, table.padding = (
+            box.SIMPLE_HEAD,
+            False,
+            False,
+            (0, 1, 0, 0),
+        )
+    need = _measure(table)
+    if need.maximum <= out.width or need.minimum > out.width:
+        out.print(table)
+        return
+    slack = out.width - need.minimum
+    unbounded = out.options.update_width(1 << 20)
+    for column in table.columns:
+        parts = [Measurement.get(out, unbounded, c) for c in (column.header, *column.cells)]
+        lo, hi = max(m.minimum for m in parts), max(m.maximum for m in parts)
+        if column.no_wrap:
+            lo = hi
+        column.width = lo + min(hi - lo, slack)
+        slack -= column.width - lo
+    out.print(table)
 
 
 def emit_json(obj: dict[str, Any]) -> None:

@@ -30,7 +30,9 @@ def topology(
     out_file: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Write the topology as .json (the schedule format's topology object) or .graphml."
+            "--out",
+            "-o",
+            help="Write the topology as .json (the schedule format's topology object) or .graphml.",
         ),
     ] = None,
     draw: Annotated[Path | None, typer.Option(help="Draw the network to a PNG file.")] = None,

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from arsched.cli.common import SPEC_HELP, check_output, emit_json, out
+from arsched.cli.common import SPEC_HELP, check_output, emit_json, out, show
 from arsched.errors import ArschedError
 
 
@@ -167,7 +167,9 @@ def schedule(
 
 def compare(
     topology_spec: Annotated[str, typer.Option("--topology", "-t", help=SPEC_HELP, show_default=False)],
-    algorithms: Annotated[str | None, typer.Option(help="Comma-separated names (default: all).")] = None,
+    algorithms: Annotated[
+        str | None, typer.Option("--algorithms", "-a", help="Comma-separated names (default: all).")
+    ] = None,
     size: Annotated[
         str, typer.Option("--size", "-s", help="Comma-separated sizes, e.g. 1MB,256MB.")
     ] = "1MB,256MB",
@@ -209,8 +211,11 @@ def compare(
     table = Table(title=f"{topo.name}, {model} model" + (", FIFO connections" if fifo else ""))
     cols = ["algorithm", "MB", "time ms", "bound ms", "gap", "busbw Gb/s", "synth ms"]
     cols += ["rounds"] if model == "rounds" else []
-    for col in cols:
-        table.add_column(col, justify="left" if col == "algorithm" else "right")
+    for col in cols:  # names never cut: the numeric columns' headers wrap instead (see show)
+        if col == "algorithm":
+            table.add_column(col, no_wrap=True)
+        else:
+            table.add_column(col, justify="right")
     skipped = {}
     for r in rows:
         if r.note:
@@ -226,7 +231,7 @@ def compare(
             f"{r.synthesis_s * 1e3:.1f}",
         ]
         table.add_row(*cells, *([str(r.rounds)] if model == "rounds" else []))
-    out.print(table)
+    show(table)
     for name, why in skipped.items():
         out.print(f"[dim]{name}: {why}[/dim]")
     if csv_file is not None:

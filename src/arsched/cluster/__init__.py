@@ -9,7 +9,8 @@ reserved per ring), `shared` (rings share links max-min fairly, the flow model's
 from arsched.cluster.cluster import Cluster, parse_cluster
 from arsched.cluster.config import SimConfig
 from arsched.cluster.jobs import Workload
+from arsched.cluster.metrics import ClusterResult
 from arsched.cluster.simulator import simulate
 from arsched.cluster.traces import load_trace
 
-__all__ = ["Cluster", "SimConfig", "Workload", "load_trace", "parse_cluster", "simulate"]
+__all__ = ["Cluster", "ClusterResult", "SimConfig", "Workload", "load_trace", "parse_cluster", "simulate"]

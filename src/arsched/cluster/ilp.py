@@ -1,6 +1,6 @@
 """The exact optimum of one slot (scipy.optimize.milp / HiGHS), to measure GADGET's ratio.
 
-The slot problem GADGET solves greedily, on a cluster whose servers hang off one non-blocking
+The slot problem GADGET solves move by move, on a cluster whose servers hang off one non-blocking
 switch (a star): choose for each job a size w among its candidates (powers of two up to its
 bound, and its request) or pause it; put its w GPUs on servers (at most G per server); a ring
 inside one server runs at the intra-server bandwidth, a ring over several servers reserves its
@@ -27,7 +27,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from arsched.cluster.cluster import parse_cluster
 from arsched.cluster.network import intra_cap, ring_links
 from arsched.cluster.schedulers.base import SlotState
-from arsched.cluster.schedulers.gadget import _Greedy
+from arsched.cluster.schedulers.gadget import MarginalAllocator
 from arsched.cluster.synthetic import synthetic
 from arsched.cluster.utility import Objective
 from arsched.defaults import DEFAULT_ALPHA
@@ -39,7 +39,7 @@ RATE_LEVELS = 8
 
 def gadget_gain(state: SlotState) -> float:
     """Summed gain v(w, b) - v(0) of GADGET's decision for the slot."""
-    g = _Greedy(state, aware=True, completion=False)
+    g = MarginalAllocator(state, aware=True, completion=False)
     g.run()
     return float(sum(g.v[j] - g.v0[g.row[j]] for j in g.v))
 
@@ -57,7 +57,7 @@ def optimum_gain(state: SlotState) -> float:
 
 
 def _star_optimum(state: SlotState) -> float:
-    g = _Greedy(state, aware=True, completion=False)
+    g = MarginalAllocator(state, aware=True, completion=False)
     c = state.cluster
     jobs = [int(j) for j in state.active]
     S, G = c.num_servers, c.gpus_per_server
@@ -114,6 +114,7 @@ def _solve(cost: np.ndarray, a, lo, hi, upper: np.ndarray) -> float:
         constraints=LinearConstraint(a, lo, hi),
         integrality=np.ones(len(cost)),
         bounds=Bounds(np.zeros(len(cost)), upper),
+        options={"disp": False},  # HiGHS silent: no banner or log in any command's output
     )
     if res.status != 0:
         raise ArschedError(f"the slot ILP did not solve: {res.message}")
@@ -123,8 +124,8 @@ def _solve(cost: np.ndarray, a, lo, hi, upper: np.ndarray) -> float:
 def _ring_optimum(state: SlotState) -> float:
     c = state.cluster
     S, G = c.num_servers, c.gpus_per_server
-    g = _Greedy(state, aware=True, completion=False)
-    mine = _Greedy(state, aware=True, completion=False)
+    g = MarginalAllocator(state, aware=True, completion=False)
+    mine = MarginalAllocator(state, aware=True, completion=False)
     mine.run()  # GADGET's own rings and rates join the columns
     unit = float(c.capacity.min()) / RATE_LEVELS
     by_size: dict[int, list[tuple[int, ...]]] = {}

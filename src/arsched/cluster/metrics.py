@@ -1,4 +1,4 @@
-"""Run results: JCT statistics, makespan, utilisation, energy, utility and fairness.
+"""The result of one cluster simulation: JCT statistics, makespan, utilisation, energy, utility and fairness.
 
 Energy counts 300 W per busy GPU and 60 W per idle GPU over the makespan (assumed powers of a
 V100-class GPU). Finish-time fairness is JCT / JCT alone, where alone means the job's requested
@@ -26,7 +26,10 @@ JSON_KEYS = (
 
 
 @dataclass
-class RunResult:
+class ClusterResult:
+    """One scheduler's run over a trace: per-job JCTs (inf where unfinished), the summary
+    metrics, and the per-slot GPU utilisation series the plots draw."""
+
     scheduler: str
     network: str
     objective: str
@@ -79,7 +82,7 @@ def summarise(
     slot_starts: np.ndarray,
     busy: np.ndarray,
     sched_time: np.ndarray,
-) -> RunResult:
+) -> ClusterResult:
     done = np.isfinite(finish)
     jct = finish - workload.arrival
     j = jct[done]
@@ -92,7 +95,7 @@ def summarise(
     def pct(q: float) -> float:
         return float(np.percentile(j, q)) if len(j) else float("nan")
 
-    return RunResult(
+    return ClusterResult(
         scheduler=scheduler,
         network=config.network,
         objective=config.objective.name,

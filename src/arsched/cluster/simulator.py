@@ -9,6 +9,7 @@ while it keeps its GPUs: rings reserve oldest placement first, new ones in the s
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -18,12 +19,14 @@ import numpy as np
 from arsched.cluster.cluster import Cluster
 from arsched.cluster.config import SimConfig
 from arsched.cluster.jobs import Workload
-from arsched.cluster.metrics import RunResult, summarise
+from arsched.cluster.metrics import ClusterResult, summarise
 from arsched.cluster.network import MODES, ring_bandwidth, throughput
 from arsched.cluster.schedulers import Scheduler, SlotState
 from arsched.errors import ArschedError
 
 HORIZON = 10  # see horizon_slots
+
+log = logging.getLogger(__name__)
 
 
 def horizon_slots(workload: Workload, cluster: Cluster, dt: float) -> int:
@@ -64,7 +67,7 @@ def simulate(
     scheduler: Scheduler,
     config: SimConfig = SimConfig(),
     progress: Callable[[float], None] | None = None,
-) -> RunResult:
+) -> ClusterResult:
     """Run the trace to the end (or the slot limit); `progress(fraction of jobs done)` per slot."""
     if config.network not in MODES:
         raise ArschedError(f"network mode {config.network!r} is not one of {', '.join(MODES)}")
@@ -122,6 +125,10 @@ def simulate(
             progress(float(np.isfinite(finish).mean()))
         if arrived == n and np.isfinite(finish).all():
             break
+    log.info(
+        "%s (%s) on %s: %d of %d jobs finished in %d slots of %g s",
+        scheduler.name, config.network, cluster.name, int(np.isfinite(finish).sum()), n, len(busy), dt,
+    )  # fmt: skip
     return summarise(
         workload, cluster, scheduler.name, config, dt, finish, gpu_seconds,
         np.array(slot_starts), np.array(busy), np.array(sched_time),

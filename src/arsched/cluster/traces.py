@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +33,8 @@ from arsched.errors import ArschedError
 TIRESIAS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
 HELIOS = ("job_id", "gpu_num", "submit_time", "duration")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+log = logging.getLogger(__name__)
 
 
 class BadRow(ArschedError):
@@ -56,6 +59,7 @@ class _Rows:
                 f"{self.path} row {row}: field {fld!r} {problem} (use --skip-bad-rows to drop such rows)"
             )
         self.skipped += 1
+        log.debug("%s row %d skipped: field %r %s", self.path, row, fld, problem)
 
     def add(self, jid: str, mdl: str, arrival: float, tau: float, work: float, gpus: int) -> None:
         for key, val in zip(

@@ -1,1 +1,2 @@
-"""Plots of topologies and simulations (matplotlib, written as PNG files)."""
+"""Pictures, as PNG files or bytes (matplotlib, headless): topology drawings and simulation
+timelines (`plots`), cluster runs (`cluster`), and the plots of the sweep report (`experiments`)."""

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-from arsched.cluster.metrics import RunResult
+from arsched.cluster import ClusterResult
 from arsched.viz.plots import pyplot, save_figure
 
 
-def _label(r: RunResult) -> str:
+def _label(r: ClusterResult) -> str:
     return f"{r.scheduler} ({r.network})"
 
 
-def _style(r: RunResult) -> dict:
+def _style(r: ClusterResult) -> dict:
     """One colour per scheduler, one line style per network mode, so that twelve runs stay apart."""
     from arsched.cluster.network import MODES
     from arsched.cluster.schedulers import SCHEDULERS
@@ -26,7 +26,7 @@ def _style(r: RunResult) -> dict:
     return {"color": colour, "linestyle": dashes, "label": _label(r)}
 
 
-def draw_jct_cdf(ax, results: Sequence[RunResult]) -> None:
+def draw_jct_cdf(ax, results: Sequence[ClusterResult]) -> None:
     """The CDF of every run's JCTs (unfinished jobs never reach the top) on a log time axis.
     `results` may be any objects with scheduler, network, jobs and jct (the report's rows)."""
     for r in results:
@@ -36,7 +36,7 @@ def draw_jct_cdf(ax, results: Sequence[RunResult]) -> None:
     ax.legend(fontsize=7)
 
 
-def draw_utilization(ax, results: Sequence[RunResult]) -> None:
+def draw_utilization(ax, results: Sequence[ClusterResult]) -> None:
     """Every run's busy fraction of the GPUs against time (slot_starts, utilization)."""
     for r in results:
         ax.plot(r.slot_starts / 3600, r.utilization, lw=0.8, **_style(r))
@@ -44,7 +44,7 @@ def draw_utilization(ax, results: Sequence[RunResult]) -> None:
     ax.legend(fontsize=7)
 
 
-def plot_runs(results: Sequence[RunResult], folder: Path) -> list[Path]:
+def plot_runs(results: Sequence[ClusterResult], folder: Path) -> list[Path]:
     """Write jct_cdf.png, utilization.png and utility.png into `folder`; return their paths."""
     plt = pyplot()
     paths = [folder / n for n in ("jct_cdf.png", "utilization.png", "utility.png")]

@@ -86,6 +86,12 @@ def size_label(nbytes: float) -> str:
 
 def gap_bars(rows: Rows, model: str = "flow") -> bytes | None:
     """Per topology: the gap to the lower bound of every algorithm (groups) at every size (bars)."""
+    fig = gap_figure(rows, model)
+    return None if fig is None else png_bytes(fig)
+
+
+def gap_figure(rows: Rows, model: str = "flow"):
+    """The figure of `gap_bars` (None if no rows fit), for a caller that adds to it."""
     rows = [r for r in finished(rows) if r["model"] == model and r["fifo"] == "False"]
     if not rows:
         return None
@@ -117,7 +123,7 @@ def gap_bars(rows: Rows, model: str = "flow") -> bytes | None:
     axes[0].legend(fontsize=7)
     fig.suptitle(f"Gap to the lower bound ({model} model; 1 is optimal)")
     fig.tight_layout()
-    return png_bytes(fig)
+    return fig
 
 
 def time_vs_size(rows: Rows) -> bytes | None:
@@ -182,7 +188,7 @@ def rounds_vs_bound(rows: Rows) -> bytes | None:
 
 @dataclass
 class ClusterRun:
-    """A cluster row's series, shaped like arsched.cluster's RunResult for its plot helpers."""
+    """A cluster row's series, shaped like arsched.cluster's ClusterResult for its plot helpers."""
 
     scheduler: str
     network: str

@@ -1,4 +1,4 @@
-"""Greedy marginal-gain allocators: GADGET, an Optimus-style one blind to topology, and GADGET's
+"""Marginal-gain allocators: GADGET, an Optimus-style one blind to topology, and GADGET's
 allocation with random placement (ablation).
 
 GADGET (Yu et al., INFOCOM'22), each slot, from an empty cluster: every job's next move is to
@@ -8,23 +8,24 @@ committed, then the job's next move is queued; stop when no move gains. The embe
 job's previous GPUs (no restart), one server (best fit), then the fewest servers under one ToR,
 then the fewest servers anywhere, and reserves on every link the ring crosses the largest rate
 the residual capacity allows; the embedding with the best value wins. Gains are estimated with
-the server's uplink bandwidth and checked after embedding (lazy greedy: a move whose real gain
-fell below the next one is queued again).
+the server's uplink bandwidth and checked after embedding (lazy evaluation: a move whose real
+gain fell below the next one's estimate is queued again).
 
 Anti-starvation (our addition; GADGET's paper has none): under the completion-time utility
-1/(1 + exp(JCT/D - 2)) a job that has waited long is worth almost nothing whatever it gets, so a
-pure utility-maximising greedy may never run it (past JCT ~ 30 D its marginal gain is below
-floating-point resolution; issue 6 found a 16-GPU job never started on 16 GPUs). A job older
+1/(1 + exp(JCT/D - 2)) a job that has waited long is worth almost nothing whatever it gets, so
+pure marginal-utility allocation may never run it (past JCT ~ 30 D its marginal gain is below
+floating-point resolution: a 16-GPU job on a 16-GPU cluster would never start). A job older
 than STARVE_FACTOR x D (at least STARVE_SLOTS slots; D its compute-only duration) has spent its
 utility under every objective's spirit, and what is left is to finish it: such starving jobs are
-embedded before the greedy, oldest arrival first, at their requested size (or their previous
-ring, if larger), from the empty cluster. The oldest always fits and keeps running until it
-finishes, so every job finishes; the greedy may still grow them like any other job.
+embedded before the marginal-gain moves, oldest arrival first, at their requested size (or their
+previous ring, if larger), from the empty cluster. The oldest always fits and keeps running until
+it finishes, so every job finishes; later moves may still grow them like any other job.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -40,9 +41,16 @@ NO_LINKS = np.zeros(0, dtype=np.int64)
 STARVE_FACTOR = 10.0  # JCT past 10 D: the sigmoid utility is below e^-8, the job's value is spent
 STARVE_SLOTS = 3  # ... but never fewer slots than this
 
+log = logging.getLogger(__name__)
 
-class _Greedy:
-    """One slot of a marginal-gain allocation (state kept across moves).
+
+class MarginalAllocator:
+    """One slot of a marginal-gain allocation (state kept across moves): `run()` returns the
+    decision; `value`, `cand`, `v0`, `v` and `place`/`resv` expose the slot's values, candidate
+    sizes and chosen rings to the exact optimum in `arsched.cluster.ilp`.
+
+    `aware`: plan with ToRs and link reservations (GADGET) or not (Optimus); `completion`: value
+    a job by minus its remaining time (Optimus) instead of the objective's slot value.
 
     Values of every (job, candidate size) at the estimated bandwidth are computed once, in one
     vectorised call; a move's real value is recomputed only when its embedding's bandwidth
@@ -130,7 +138,7 @@ class _Greedy:
             return self.table[i][k]
         return float(self.value(np.array([j]), np.array([need]), np.array([b]))[0])
 
-    def _options(self, j: int, need: int) -> Iterator[Placement]:
+    def options(self, j: int, need: int) -> Iterator[Placement]:
         """Rings to try, best first: the job's previous GPUs (no restart), else one server (best
         fit), else the fewest servers under one ToR (GADGET) and anywhere; later ones are built
         only when an earlier one is missing."""
@@ -152,7 +160,7 @@ class _Greedy:
         """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
         c = self.s.cluster
         best = None
-        for p in self._options(j, need):
+        for p in self.options(j, need):
             if self.aware:
                 resv = self._reserve(p)
                 b = resv[2]
@@ -182,9 +190,12 @@ class _Greedy:
             self._acquire(j, got[0], got[1])
             self.w[j], self.v[j], self.order[j] = need, got[2], step
             step += 1
+            log.debug("t=%g s: starving job %d placed first on %d GPUs", self.s.now, j, need)
         return step
 
     def run(self) -> Decision:
+        """The slot's decision: starving jobs first, then the best marginal move per GPU until
+        none gains; placements in the order they were committed."""
         step = self.rescue()
         heap = [mv for j in self.row if (mv := self.next_move(j)) is not None]
         heapq.heapify(heap)
@@ -218,10 +229,10 @@ class _Greedy:
 
 class GADGET(Scheduler):
     name = "gadget"
-    about = "GADGET: greedy marginal utility per GPU, ring embedding with link reservation, elastic"
+    about = "GADGET: largest marginal utility per GPU first, ring embedding with link reservation, elastic"
 
     def decide(self, state: SlotState) -> Decision:
-        return _Greedy(state, aware=True, completion=False).run() if len(state.active) else []
+        return MarginalAllocator(state, aware=True, completion=False).run() if len(state.active) else []
 
 
 class Optimus(Scheduler):
@@ -229,7 +240,7 @@ class Optimus(Scheduler):
     about = "Optimus-style: marginal cut in remaining time per GPU, fewest servers, blind to links"
 
     def decide(self, state: SlotState) -> Decision:
-        return _Greedy(state, aware=False, completion=True).run() if len(state.active) else []
+        return MarginalAllocator(state, aware=False, completion=True).run() if len(state.active) else []
 
 
 class RandomPlacement(Scheduler):
