@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench pictures lint clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,7 +37,7 @@ demo: $(STAMP)
 	$(BIN)/arsched compare -t dcell:n=4,k=1 --algorithms ps,ring,greedy-trees,hrl --size 256MB --model rounds
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples docs
 	$(BIN)/pytest -n 2 -m "not slow"
 
 bench: $(STAMP)
@@ -52,9 +52,12 @@ bench: $(STAMP)
 	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --steps 8000 --phases 6 --general-steps 8000
 	$(BIN)/python benchmarks/bench_cluster.py
 
+pictures: $(STAMP)
+	$(BIN)/python docs/pictures.py
+
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples docs
+	$(BIN)/ruff format --check src tests benchmarks examples docs
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

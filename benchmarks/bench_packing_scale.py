@@ -26,7 +26,7 @@ from arsched.topology import parse_spec
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _table import markdown, publish
 
-CASES = [  # every network with the default choice of pipeline or level steps
+CASES = [  # every network with the default choice of pipeline or balanced steps
     "jellyfish:switches=16,ports=5,net_ports=3,seed=2",
     "bcube:n=4,k=2",
     "fattree:k=8",
@@ -61,7 +61,7 @@ def main() -> None:
         row = [topo.name, len(ranks), p.iterations, f"{share:.4f}", f"{took:.2f}", f"{whole:.2f}"]
         meta = schedule.meta
         if meta["params"].get("levels"):
-            pipeline = f"levels, R = {meta['level_steps']}"
+            pipeline = f"balanced, R = {meta['level_steps']}"
         else:
             pipeline = f"{meta['params']['units']} × {meta['params']['stages']}"
         rows.append([*row, schedule.meta["max_height"], pipeline, len(schedule), f"{gap:.3f}"])
@@ -72,9 +72,9 @@ def main() -> None:
         "0.998), its column generation rounds and the wall time of `pack` on this machine "
         "(the cut bound included; times are the fastest of three runs); the whole synthesis of "
         "the 256 MB schedule from a fresh topology (TACOS's 1.08 s for 128 devices is the anchor); "
-        "the tallest tree used, the default's plan (units × stages of a pipeline, or level-balanced "
-        "steps, 2R of them, where the pipeline is more than 2 % above the bound and the levels "
-        "are faster), the schedule's transfers and its gap to the bound at 256 MB in the flow "
+        "the tallest tree used, the default's plan (units × stages of a pipeline, or balanced "
+        "steps, 2R of them, where the pipeline is more than 2 % above the bound and the balanced "
+        "steps are faster), the schedule's transfers and its gap to the bound at 256 MB in the flow "
         "model with in-order connections "
         "(α = 5 µs). On fattree(8) the default sends its 127 stars unpipelined (one chunk each, "
         "two steps). Produced by `benchmarks/bench_packing_scale.py`.",

@@ -11,7 +11,7 @@ Each line is `network algorithm size params sha256` of the schedule's `arsched.s
 path, in the schedule's metadata; it is replaced by `<checkpoint>` so that checkouts in different
 folders compare. The networks mix families (BCube, DCell, torus,
 Jellyfish, fat-tree, a heterogeneous leaf-spine) so that every code path of tree packing (LP,
-pipeline, unpipelined stars, level steps) and of the topology-specific schemes runs.
+pipeline, unpipelined stars, balanced steps) and of the topology-specific schemes runs.
 """
 
 from __future__ import annotations

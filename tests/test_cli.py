@@ -268,3 +268,22 @@ def test_tables_cut_nothing_at_80_columns(capsys, monkeypatch, tmp_path, argv):
     assert max(len(line) for line in out.splitlines()) <= 80, out
     if argv[0] == "compare":
         assert "sharded-ps" in out and "torus-native" in out and "multi-ring" in out
+
+
+def test_verbose_shows_the_librarys_decisions_on_stderr_only(capsys, tmp_path):
+    """`-v` turns on logging: tree packing says which plans it weighed; stdout stays the same."""
+    import logging
+
+    out = tmp_path / "t.json"
+    argv = ("schedule", "-t", "torus:dims=3x3", "-a", "tree-packing", "--size", "64MB", "-o", str(out))
+    root = logging.getLogger()
+    try:
+        code, quiet_out, quiet_err = run(capsys, *argv)
+        assert code == 0 and "tree-packing:" not in quiet_err
+        code, loud_out, loud_err = run(capsys, "-v", *argv)
+        assert code == 0 and loud_out == quiet_out
+        assert "pipeline" in loud_err and "balanced steps" in loud_err
+    finally:
+        root.setLevel(logging.WARNING)
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)

@@ -18,7 +18,9 @@ connections, `--plot` pictures (a PNG file; a folder for `cluster compare`, whic
 
 from __future__ import annotations
 
+import logging
 import sys
+from typing import Annotated
 
 import typer
 
@@ -37,6 +39,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _options(
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="Show on stderr what the library decides (-v), and in detail (-vv).",
+        ),
+    ] = 0,
+) -> None:
+    """Options of every command, given before the command's name: `arsched -v schedule ...`."""
+    if verbose:
+        level = logging.INFO if verbose == 1 else logging.DEBUG
+        logging.basicConfig(level=level, format="%(name)s: %(message)s", stream=sys.stderr, force=True)
+        logging.getLogger().setLevel(level)
+
+
+app.callback()(_options)
 for _group in (network, schedules, runtime, experiments, train, cluster):
     _group.register(app)
 

@@ -10,6 +10,7 @@ balanced steps.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,6 +33,8 @@ from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
+
+log = logging.getLogger(__name__)
 
 MAX_RANKS = 256  # the LP has a row per link and a variable per tree over the n(n − 1)/2 rank pairs
 NEAR = 0.02  # a pipeline this close to the bound (with barriers) is kept without weighing balanced steps
@@ -83,8 +86,13 @@ def tree_packing(
     routes = route(topology, rs, *tree_edges(packing.parents))
     if units is None and stages is None:
         units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
-        if levels is None and time > nbytes / packing.limit * (1 + NEAR):
+        bound = nbytes / packing.limit
+        log.info(
+            "tree-packing: pipeline of %d units x %d stages, %.3f x the bound", units, stages, time / bound
+        )
+        if levels is None and time > bound * (1 + NEAR):
             plan = balance(topology, rs, nbytes, overhead)
+            log.info("tree-packing: balanced steps, R = %d, %.3f x the bound", plan.steps, plan.time / bound)
             if plan.time < time:
                 return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
     if stages is None:
