@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from arsched.algorithms.evaluate import compare
+from arsched.algorithms.evaluate import evaluate_all
 from arsched.topology import parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -33,8 +33,8 @@ def main(quick: bool = False) -> None:
     rows = []
     for spec in TOPOLOGIES[:3] if quick else TOPOLOGIES:
         topo = parse_spec(spec)
-        results = compare(topo, [1e6, 256e6])
-        in_order = {r.algorithm: r for r in compare(topo, [256e6], fifo=True)}
+        results = evaluate_all(topo, [1e6, 256e6])
+        in_order = {r.algorithm: r for r in evaluate_all(topo, [256e6], fifo=True)}
         by_alg: dict[str, dict[float, object]] = {}
         for r in results:
             by_alg.setdefault(r.algorithm, {})[r.bytes] = r

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from arsched.algorithms import build
-from arsched.algorithms.evaluate import compare
+from arsched.algorithms.evaluate import evaluate_all
 from arsched.collective import validate
 from arsched.rl.envs import TreeSelectEnv, WorkloadEnv
 from arsched.rl.training import TrainConfig, train
@@ -106,8 +106,8 @@ def run_hrl(topo, checkpoint: Path, samples: int = 1) -> tuple[dict, float]:
 
 
 def baselines(topo) -> dict[str, dict]:
-    by_round = {r.algorithm: r for r in compare(topo, [SIZE], BASELINES, "rounds")}
-    by_flow = {r.algorithm: r for r in compare(topo, [SIZE], BASELINES, "flow")}
+    by_round = {r.algorithm: r for r in evaluate_all(topo, [SIZE], BASELINES, "rounds")}
+    by_flow = {r.algorithm: r for r in evaluate_all(topo, [SIZE], BASELINES, "flow")}
     return {
         name: {
             "rounds": by_round[name].rounds,

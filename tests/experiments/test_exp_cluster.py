@@ -80,7 +80,7 @@ def test_rows_equal_a_direct_run(swept):
             network=row["network"], objective=Objective(row["objective"]), seed=int(row["seed"] or 0)
         )
         res = simulate(workload, parse_cluster(row["cluster"]), get_scheduler(row["scheduler"]), config)
-        for key, value in res.to_json().items():
+        for key, value in res.to_dict().items():
             if key not in TIMING_COLUMNS:
                 assert float(row[key]) == value, key
         jct = np.array([np.inf if j is None else j for j in json.loads(row["jct_s"])])

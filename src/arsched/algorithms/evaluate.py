@@ -1,4 +1,4 @@
-"""Compare algorithms on one topology: synthesis time, simulated time and the gap to the bound."""
+"""Evaluate algorithms on one topology: build, validate and simulate each, beside the bound."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from arsched.topology.core import Topology
 
 
 @dataclass(frozen=True)
-class Row:
+class Evaluation:
     """One algorithm at one size; `note` says why an algorithm did not apply (time is then nan)."""
 
     algorithm: str
@@ -29,11 +29,11 @@ class Row:
     transfers: int
     note: str = ""
 
-    def as_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def run_one(
+def evaluate(
     topology: Topology,
     name: str,
     size: float,
@@ -41,7 +41,7 @@ def run_one(
     alpha: float | None = None,
     fifo: bool = False,
     params: dict[str, Any] | None = None,
-) -> Row:
+) -> Evaluation:
     """Build one algorithm at one size (with builder `params`), validate the schedule and simulate
     it; an algorithm that does not apply gives a row with the reason in `note`."""
     from arsched.collective import validate
@@ -52,24 +52,26 @@ def run_one(
     try:
         schedule = build(name, topology, None, size, **(params or {}))
     except NotApplicable as e:
-        return Row(name, size, nan, None, nan, nan, nan, nan, nan, 0, str(e))
+        return Evaluation(name, size, nan, None, nan, nan, nan, nan, nan, 0, str(e))
     synthesis = time.perf_counter() - t0
     report = validate(schedule)
     if not report.ok:
         raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
     r = simulate_flow(schedule, a, fifo=fifo) if model == "flow" else simulate_rounds(schedule, a)
-    return Row(name, size, r.time_s, r.rounds, r.algbw, r.busbw, r.bound_s, r.gap, synthesis, len(schedule))
+    return Evaluation(
+        name, size, r.time_s, r.rounds, r.algbw, r.busbw, r.bound_s, r.gap, synthesis, len(schedule)
+    )
 
 
-def compare(
+def evaluate_all(
     topology: Topology,
     sizes: Sequence[float],
     names: Sequence[str] | None = None,
     model: str = "flow",
     alpha: float | None = None,
     fifo: bool = False,
-) -> list[Row]:
+) -> list[Evaluation]:
     """Build, validate and simulate every algorithm at every size (rows in that order);
     `fifo` runs the flow model with in-order connections."""
     names = list(names) if names else [a.name for a in algorithms()]
-    return [run_one(topology, name, size, model, alpha, fifo) for name in names for size in sizes]
+    return [evaluate(topology, name, size, model, alpha, fifo) for name in names for size in sizes]

@@ -156,7 +156,7 @@ def run(
     cfg = SimConfig(network=network, objective=obj, slot=slot_s, restart=restart_s, seed=seed)
     (res,) = _run_all(wl, cl, [(scheduler, network)], lambda _m: cfg, json_out)
     if json_out:
-        emit_json(res.to_json())
+        emit_json(res.to_dict())
         return
     if skipped:
         out.print(f"skipped {skipped} bad rows of {trace}")
@@ -207,7 +207,7 @@ def compare(
         plot_runs(results, plot)
     if json_out:
         emit_json(
-            {"runs": [{"scheduler": r.scheduler, "network": r.network, **r.to_json()} for r in results]}
+            {"runs": [{"scheduler": r.scheduler, "network": r.network, **r.to_dict()} for r in results]}
         )
         return
     if skipped:

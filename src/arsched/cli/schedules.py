@@ -188,7 +188,7 @@ def compare(
     Every schedule is validated before it is simulated; algorithms that do not apply to the
     topology are listed with the reason.
     """
-    from arsched.algorithms.evaluate import compare as run_compare
+    from arsched.algorithms.evaluate import evaluate_all
     from arsched.defaults import MODELS
     from arsched.topology import parse_spec
     from arsched.units import parse_size, parse_time
@@ -207,7 +207,7 @@ def compare(
         for name in names:
             get(name)
     topo = parse_spec(topology_spec)
-    rows = run_compare(topo, sizes, names, model, parse_time(alpha) if alpha is not None else None, fifo)
+    rows = evaluate_all(topo, sizes, names, model, parse_time(alpha) if alpha is not None else None, fifo)
     table = Table(title=f"{topo.name}, {model} model" + (", FIFO connections" if fifo else ""))
     cols = ["algorithm", "MB", "time ms", "bound ms", "gap", "busbw Gb/s", "synth ms"]
     cols += ["rounds"] if model == "rounds" else []
@@ -241,9 +241,9 @@ def compare(
         from arsched.fileio import write_atomic
 
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0].as_dict()))
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0].to_dict()))
         writer.writeheader()
-        writer.writerows(r.as_dict() for r in rows)
+        writer.writerows(r.to_dict() for r in rows)
         write_atomic(csv_file, buf.getvalue())
         out.print(f"wrote {csv_file}")
     if plot is not None:

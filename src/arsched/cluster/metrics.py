@@ -53,7 +53,7 @@ class ClusterResult:
     slot_starts: np.ndarray = field(repr=False)
     utilization: np.ndarray = field(repr=False)  # busy fraction per slot
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The `--json` object of `arsched cluster run` (exactly JSON_KEYS)."""
         return {k: getattr(self, k) for k in JSON_KEYS}
 

@@ -29,7 +29,7 @@ class AlgorithmParams:
 
 
 @dataclass(frozen=True)
-class AlgorithmResult:
+class AlgorithmRow:
     topology_name: str
     ranks: int
     bytes: float
@@ -89,14 +89,14 @@ def expand(block: AlgorithmRuns) -> list[AlgorithmParams]:
     return out
 
 
-def run(p: AlgorithmParams, _folder: Path, _task_id: str) -> AlgorithmResult:
-    from arsched.algorithms.evaluate import run_one
+def run(p: AlgorithmParams, _folder: Path, _task_id: str) -> AlgorithmRow:
+    from arsched.algorithms.evaluate import evaluate
     from arsched.units import parse_size, parse_time
 
     topo = topology(p.topology)
     alpha = parse_time(p.alpha) if p.alpha else None
-    row = run_one(topo, p.algorithm, parse_size(p.size), p.model, alpha, p.fifo, json.loads(p.params))
-    return AlgorithmResult(
+    row = evaluate(topo, p.algorithm, parse_size(p.size), p.model, alpha, p.fifo, json.loads(p.params))
+    return AlgorithmRow(
         topology_name=topo.name,
         ranks=len(topo.servers),
         bytes=row.bytes,
@@ -112,4 +112,4 @@ def run(p: AlgorithmParams, _folder: Path, _task_id: str) -> AlgorithmResult:
     )
 
 
-KIND = Kind("algorithm", AlgorithmParams, AlgorithmResult, expand, run, timings=("synthesis_s",))
+KIND = Kind("algorithm", AlgorithmParams, AlgorithmRow, expand, run, timings=("synthesis_s",))

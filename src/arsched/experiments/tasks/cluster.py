@@ -29,8 +29,8 @@ class ClusterParams:
 
 
 @dataclass(frozen=True)
-class ClusterResult:
-    """The simulator's summary (its `to_json`), the slot length, every job's JCT
+class ClusterRow:
+    """The simulator's summary (its `to_dict`), the slot length, every job's JCT
     (`jct_json`) and the utilisation series (`utilization_json`)."""
 
     jobs: int
@@ -76,7 +76,7 @@ def utilization_json(starts: np.ndarray, util: np.ndarray, points: int = UTILIZA
     return json.dumps(data, separators=(",", ":"))
 
 
-def run(p: ClusterParams, _folder: Path, _task_id: str) -> ClusterResult:
+def run(p: ClusterParams, _folder: Path, _task_id: str) -> ClusterRow:
     from arsched.cluster import SimConfig, load_trace, parse_cluster, simulate
     from arsched.cluster.schedulers import get_scheduler
     from arsched.cluster.utility import Objective
@@ -84,12 +84,12 @@ def run(p: ClusterParams, _folder: Path, _task_id: str) -> ClusterResult:
     workload, _ = load_trace(p.trace)
     config = SimConfig(network=p.network, objective=Objective(p.objective), seed=p.seed or 0)
     res = simulate(workload, parse_cluster(p.cluster), get_scheduler(p.scheduler), config)
-    return ClusterResult(
-        **res.to_json(),
+    return ClusterRow(
+        **res.to_dict(),
         slot_s=res.slot_s,
         jct_s=jct_json(res.jct),
         utilization=utilization_json(res.slot_starts, res.utilization),
     )
 
 
-KIND = Kind("cluster", ClusterParams, ClusterResult, expand, run, timings=("scheduler_s_per_slot",))
+KIND = Kind("cluster", ClusterParams, ClusterRow, expand, run, timings=("scheduler_s_per_slot",))

@@ -23,7 +23,7 @@ class RLParams:
 
 
 @dataclass(frozen=True)
-class RLResult:
+class RLRow:
     """`checkpoint` is relative to the results folder; rounds and gaps of hrl and greedy-trees."""
 
     topology_name: str
@@ -62,11 +62,11 @@ def _trained(path: Path, config: Any) -> dict[str, Any] | None:
     return meta if same and done else None
 
 
-def run(p: RLParams, folder: Path, task_id: str) -> RLResult:
+def run(p: RLParams, folder: Path, task_id: str) -> RLRow:
     """Train `hrl` on one topology into the task's checkpoint folder (kept: a finished training
     is not repeated; one cut short starts afresh, so the weights never depend on where it was
     cut), then build, validate and simulate it beside greedy-trees in both models."""
-    from arsched.algorithms.evaluate import run_one
+    from arsched.algorithms.evaluate import evaluate
     from arsched.rl.training import TrainConfig, train
     from arsched.units import parse_size
 
@@ -78,11 +78,11 @@ def run(p: RLParams, folder: Path, task_id: str) -> RLResult:
         meta = train(config)
     topo = topology(p.topology)
     size = parse_size(p.size)
-    hrl = {m: run_one(topo, "hrl", size, m, params={"checkpoint": str(path)}) for m in ("rounds", "flow")}
-    greedy = {m: run_one(topo, "greedy-trees", size, m) for m in ("rounds", "flow")}
+    hrl = {m: evaluate(topo, "hrl", size, m, params={"checkpoint": str(path)}) for m in ("rounds", "flow")}
+    greedy = {m: evaluate(topo, "greedy-trees", size, m) for m in ("rounds", "flow")}
     if hrl["flow"].note:
         raise ArschedError(f"hrl did not apply to {p.topology}: {hrl['flow'].note}")
-    return RLResult(
+    return RLRow(
         topology_name=topo.name,
         ranks=len(topo.servers),
         checkpoint=path.relative_to(folder).as_posix(),
@@ -96,4 +96,4 @@ def run(p: RLParams, folder: Path, task_id: str) -> RLResult:
     )
 
 
-KIND = Kind("rl", RLParams, RLResult, expand, run, timings=("train_s",), requires="sb3_contrib", extra="rl")
+KIND = Kind("rl", RLParams, RLRow, expand, run, timings=("train_s",), requires="sb3_contrib", extra="rl")
