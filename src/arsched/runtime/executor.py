@@ -78,9 +78,10 @@ class Execution:
 # ---- plans: what each rank does per step (built in the parent, sent to the ranks) --------------
 
 
-def _plans(schedule: Schedule) -> list[list[tuple[list, list]]]:
-    """Per rank, per step (dense, in order): (sends [(peer, chunk)], receives [(peer, chunk,
-    is_copy)]), both in stored order so that the two ends of a connection post alike."""
+def rank_plans(schedule: Schedule) -> list[list[tuple[list, list]]]:
+    """What each rank does: per rank, per step (dense, in order), its sends [(peer, chunk)] and
+    receives [(peer, chunk, is_copy)], both in stored order so that the two ends of a connection
+    post alike."""
     s = schedule
     rank_of = s.rank_of_node
     src, dst = rank_of[s.src].tolist(), rank_of[s.dst].tolist()
@@ -270,7 +271,7 @@ def run_schedules(
     for s in schedules:
         size = s.nbytes if nbytes is None else nbytes
         nelem = max(int(size // 4), s.num_chunks)
-        jobs.append((s.num_chunks, nelem, _plans(s)))
+        jobs.append((s.num_chunks, nelem, rank_plans(s)))
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     progress = ctx.Array("q", n, lock=False)
