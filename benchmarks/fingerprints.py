@@ -7,9 +7,7 @@ Run it before and after a change and compare the two files (`diff` or `--check`)
     python benchmarks/fingerprints.py --check before.txt
 
 Each line is `network algorithm size params sha256` of the schedule's `arsched.schedule/1` JSON
-(or `not-applicable` with the reason's hash). `hrl` records its checkpoint folder, an absolute
-path, in the schedule's metadata; it is replaced by `<checkpoint>` so that checkouts in different
-folders compare. The networks mix families (BCube, DCell, torus,
+(or `not-applicable` with the reason's hash). The networks mix families (BCube, DCell, torus,
 Jellyfish, fat-tree, a heterogeneous leaf-spine) so that every code path of tree packing (LP,
 pipeline, unpipelined stars, balanced steps) and of the topology-specific schemes runs.
 """
@@ -18,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 
 from arsched.algorithms import NotApplicable, algorithms, build
 from arsched.collective.serialize import dumps
-from arsched.rl.checkpoint import DEFAULT
 from arsched.topology import parse_spec
 
 NETWORKS = (
@@ -35,7 +31,6 @@ NETWORKS = (
     "leafspine:leaves=3,spines=2,servers_per_leaf=2,bandwidth=100Gbps/400Gbps",
 )
 SIZES = (1e6, 256e6)
-CHECKPOINT = json.dumps(str(DEFAULT))[1:-1]  # as it stands inside the schedule's JSON
 VARIANTS = {"tree-packing": ({}, {"levels": False}, {"levels": True})}
 
 
@@ -48,9 +43,7 @@ def fingerprints() -> list[str]:
             for size in SIZES:
                 for params in VARIANTS.get(algo.name, ({},)):
                     try:
-                        text = dumps(build(algo.name, topo, None, size, **params)).replace(
-                            CHECKPOINT, "<checkpoint>"
-                        )
+                        text = dumps(build(algo.name, topo, None, size, **params))
                     except NotApplicable as e:
                         text = "not-applicable " + str(e)
                     digest = hashlib.sha256(text.encode()).hexdigest()[:16]

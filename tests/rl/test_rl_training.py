@@ -149,3 +149,19 @@ def test_the_upper_network_scores_every_tree_with_the_same_weights():
             return policy.action_net(latent).view(ft.MAX_TREES, 2)
 
     assert torch.allclose(logits(rows)[perm], logits(rows[perm]), atol=1e-6)
+
+
+def test_hrl_schedules_do_not_depend_on_where_arsched_is_installed(tmp_path):
+    """The shipped policy is recorded as null; a user's checkpoint by the path given."""
+    import shutil
+
+    from arsched.algorithms import build
+    from arsched.collective import dumps
+
+    topo = parse_spec("bcube:n=3,k=1")
+    shipped = build("hrl", topo, None, 1e6)
+    assert shipped.meta["params"]["checkpoint"] is None and str(checkpoint.DEFAULT) not in dumps(shipped)
+    copy = shutil.copytree(checkpoint.DEFAULT, tmp_path / "policy")
+    mine = build("hrl", topo, None, 1e6, checkpoint=copy)
+    assert mine.meta["params"]["checkpoint"] == str(copy)
+    assert dumps(mine).replace(str(copy), "null").replace('"null"', "null") == dumps(shipped)

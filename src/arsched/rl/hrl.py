@@ -41,9 +41,11 @@ def hrl(
         from arsched.rl.policy import schedule_with
     except ImportError as e:
         raise NotApplicable(f"hrl needs the rl extra (pip install 'arsched[rl]'): {e}") from None
-    checkpoint = DEFAULT if checkpoint is None else checkpoint
-    policies, meta = load_policies(Path(checkpoint))
-    params = {"checkpoint": str(checkpoint), "samples": samples, "chunks": chunks}
+    policies, meta = load_policies(Path(DEFAULT if checkpoint is None else checkpoint))
+    # the shipped policy is recorded as null, not as the folder it is installed in, so that the
+    # same inputs give the same bytes wherever arsched is installed
+    recorded = None if checkpoint is None else str(checkpoint)
+    params = {"checkpoint": recorded, "samples": samples, "chunks": chunks}
     schedule, info = schedule_with(
         topology, policies, ranks, nbytes, chunks, samples, seed, {"params": params, "seed": seed}
     )
