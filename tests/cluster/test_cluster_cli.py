@@ -11,7 +11,7 @@ from clihelp import PNG_MAGIC, assert_one_line_error, run
 TRACE = "synthetic:jobs=12,seed=2,median=200,sigma=0.5"
 CLUSTER = "leafspine:leaves=2,spines=2,servers_per_leaf=4,gpus=8"
 KEYS = ["jobs", "finished", "avg_jct_s", "p95_jct_s", "makespan_s", "total_utility", "gpu_utilization",
-        "energy_kwh", "jain_index", "scheduler_s_per_slot"]  # fmt: skip
+        "energy_kwh", "jain_index"]  # fmt: skip
 
 
 def test_run_json_keys(capsys):

@@ -91,6 +91,7 @@ def train(
     `arsched schedule -t SPEC -a hrl --checkpoint OUT -o s.json`.
     """
     try:
+        from arsched.rl.checkpoint import check_net_arch
         from arsched.rl.training import train as run_training
     except ImportError as e:
         raise ArschedError(f"arsched train needs the rl extra (pip install 'arsched[rl]'): {e}") from None
@@ -110,7 +111,7 @@ def train(
         self_imitation=self_imitation,
         explore=explore,
         chunks=chunks,
-        net_arch=_net_arch(net_arch),
+        net_arch=check_net_arch(_net_arch(net_arch), "--net-arch"),
         resume=resume,
         extra_meta={"command": shlex.join(command)},
     )

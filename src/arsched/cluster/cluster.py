@@ -7,18 +7,19 @@ bandwidth (NVLink/PCIe), which the topology does not model.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from arsched.cluster.csvfile import read_csv
 from arsched.errors import ArschedError
 from arsched.topology import Topology, leafspine, parse_spec, star
 from arsched.topology.io import HOSTLIST_COLUMNS
 from arsched.units import parse_bandwidth
 
 DEFAULT_GPUS = 8
+MAX_GPUS_PER_SERVER = 4096  # GPUs in one server; real ones hold 8 or 16
 DEFAULT_INTRA = 150e9  # bytes/s: an NVLink-class intra-server ring
 TIRESIAS_COLUMNS = ("num_switch", "num_node_p_switch", "num_gpu_p_node")
 CLUSTER_KEYS = ("gpus", "intra")
@@ -35,10 +36,12 @@ class Cluster:
     _paths: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if self.gpus_per_server < 1:
-            raise ArschedError(f"a cluster needs at least 1 GPU per server, got {self.gpus_per_server}")
-        if not self.intra_bandwidth > 0:
-            raise ArschedError(f"intra-server bandwidth must be > 0, got {self.intra_bandwidth}")
+        if not 1 <= self.gpus_per_server <= MAX_GPUS_PER_SERVER:
+            raise ArschedError(
+                f"a cluster needs 1 to {MAX_GPUS_PER_SERVER} GPUs per server, got {self.gpus_per_server}"
+            )
+        if not 0 < self.intra_bandwidth < np.inf:
+            raise ArschedError(f"intra-server bandwidth must be finite and > 0, got {self.intra_bandwidth}")
         self.name = self.name or self.topology.name
         c = self.topology.compiled
         servers = self.topology.servers
@@ -108,8 +111,7 @@ def _split_keys(spec: str) -> tuple[str, dict[str, str]]:
 
 def _tiresias_spec(path: Path) -> tuple[Topology, int]:
     """A Tiresias cluster spec (switches x nodes per switch x GPUs per node) as a topology."""
-    with path.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    _, rows = read_csv(path, "cluster spec", rows=1)
     if not rows:
         raise ArschedError(f"{path} has a header but no cluster row")
     row = rows[0]
@@ -129,17 +131,17 @@ def parse_cluster(spec: str, gpus: int | None = None, intra: float | None = None
     Tiresias specs become a star (one switch) or leaf-spine with one spine (their two-level tree).
     """
     topo_spec, own = _split_keys(spec.strip())
-    g = int(own["gpus"]) if "gpus" in own and own["gpus"].isdigit() else None
-    if "gpus" in own and g is None:
-        raise ArschedError(f"cluster spec {spec!r}: gpus must be a positive integer, got {own['gpus']!r}")
+    raw = own.get("gpus")
+    if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        raise ArschedError(f"cluster spec {spec!r}: gpus must be a positive integer, got {raw!r}")
+    g = int(raw) if raw is not None else None
     bw = parse_bandwidth(own["intra"]) if "intra" in own else None
     path = Path(topo_spec)
     if path.is_file() and path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as f:
-            header = next(csv.reader(f), [])
+        header, _ = read_csv(path, "cluster spec", rows=0)
         if all(c in header for c in TIRESIAS_COLUMNS):
             topo, g_file = _tiresias_spec(path)
-            g = g or g_file
+            g = g if g is not None else g_file
         elif all(c in header for c in HOSTLIST_COLUMNS):
             topo = parse_spec(topo_spec)
         else:
@@ -149,7 +151,6 @@ def parse_cluster(spec: str, gpus: int | None = None, intra: float | None = None
             )
     else:
         topo = parse_spec(topo_spec)
-    g = gpus or g or DEFAULT_GPUS
-    return Cluster(
-        topo, int(g), float(intra or bw or DEFAULT_INTRA), name=path.stem if path.is_file() else ""
-    )
+    g = next((x for x in (gpus, g) if x is not None), DEFAULT_GPUS)
+    bw = next((x for x in (intra, bw) if x is not None), DEFAULT_INTRA)
+    return Cluster(topo, int(g), float(bw), name=path.stem if path.is_file() else "")

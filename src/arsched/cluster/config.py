@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from arsched.cluster.jobs import Workload
 from arsched.cluster.utility import Objective
 from arsched.defaults import DEFAULT_ALPHA
+from arsched.errors import ArschedError
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,14 @@ class SimConfig:
     alpha: float = DEFAULT_ALPHA
     seed: int = 0
     max_slots: int | None = None  # None: a horizon far past any reasonable makespan (see horizon)
+
+    def __post_init__(self) -> None:
+        if self.slot is not None and not 0 < self.slot < math.inf:
+            raise ArschedError(f"the slot must be a finite time > 0, got {self.slot} s")
+        if not 0 <= self.restart < math.inf:
+            raise ArschedError(f"the restart cost must be a finite time >= 0, got {self.restart} s")
+        if not 0 <= self.alpha < math.inf:
+            raise ArschedError(f"alpha must be a finite time >= 0, got {self.alpha} s")
 
     def slot_for(self, workload: Workload) -> float:
         if self.slot is not None:

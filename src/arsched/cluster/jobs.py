@@ -35,6 +35,13 @@ class Workload:
                 raise ArschedError(f"workload {self.name}: {field} has the wrong length")
         if n == 0:
             raise ArschedError(f"workload {self.name} has no job")
+        for field in ("arrival", "tau", "grad_bytes", "work"):
+            bad = np.flatnonzero(~np.isfinite(getattr(self, field)) | (getattr(self, field) < 0))
+            if len(bad):
+                raise ArschedError(
+                    f"workload {self.name}: job {self.ids[bad[0]]} has {field} "
+                    f"{getattr(self, field)[bad[0]]}; it must be a finite number >= 0"
+                )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -77,8 +84,8 @@ class Workload:
     def scale_arrivals(self, factor: float) -> Workload:
         """The same jobs with every arrival time multiplied by `factor` (< 1 compresses the trace:
         0.25 brings the jobs four times as fast, four times the offered load)."""
-        if not factor > 0:
-            raise ArschedError(f"the arrival scale must be > 0, got {factor}")
+        if not 0 < factor < np.inf:
+            raise ArschedError(f"the arrival scale must be a finite number > 0, got {factor}")
         name = self.name if factor == 1 else f"{self.name} (arrivals x{factor:g})"
         return replace(self, arrival=self.arrival * factor, name=name)
 

@@ -25,6 +25,7 @@ from arsched.cluster.schedulers import Scheduler, SlotState
 from arsched.errors import ArschedError
 
 HORIZON = 10  # see horizon_slots
+MAX_SLOTS = 100_000_000  # the most slots a run may need (a 100,000-job trace in 1 s slots needs 16 million)
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,13 @@ def horizon_slots(workload: Workload, cluster: Cluster, dt: float) -> int:
     d = workload.duration
     spread = float((workload.gpus * d).sum()) / cluster.num_gpus
     t = workload.arrival.max() + HORIZON * (spread + float(d.max()))
-    return math.ceil(t / dt) + 10
+    slots = t / dt
+    if not slots <= MAX_SLOTS:
+        raise ArschedError(
+            f"trace {workload.name} may need {slots:.3g} slots of {dt:g} s (its last arrival plus ten times "
+            f"its work), more than the {MAX_SLOTS:,} a run may take; use a longer slot"
+        )
+    return math.ceil(slots) + 10
 
 
 def _check_fit(workload: Workload, cluster: Cluster) -> None:

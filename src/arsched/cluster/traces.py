@@ -17,15 +17,16 @@ Philly and Helios name no model: each job gets one from the zoo by a hash of its
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
+import math
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from arsched.cluster.csvfile import read_csv
 from arsched.cluster.jobs import Workload
 from arsched.cluster.models import ZOO, model
 from arsched.errors import ArschedError
@@ -33,6 +34,7 @@ from arsched.errors import ArschedError
 TIRESIAS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
 HELIOS = ("job_id", "gpu_num", "submit_time", "duration")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+MAX_JOB_GPUS = 1_000_000  # GPUs of one job; more is no trace of a real cluster
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +83,21 @@ def _number(rows: _Rows, row: int, rec: dict, key: str, positive: bool = True) -
     raw = rec.get(key)
     try:
         val = float(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         rows.bad(row, key, f"is {raw!r}, not a number")
         return None
-    if val != val or val < 0 or (positive and val == 0):
-        rows.bad(row, key, f"is {raw!r}; it must be {'> 0' if positive else '>= 0'}")
+    if not math.isfinite(val) or val < 0 or (positive and val == 0):
+        rows.bad(row, key, f"is {raw!r}; it must be a finite number {'> 0' if positive else '>= 0'}")
         return None
     return val
+
+
+def _gpus(rows: _Rows, row: int, rec: dict, key: str, val: float) -> int | None:
+    """A GPU count: whole and at most MAX_JOB_GPUS (0 is the caller's to judge)."""
+    if val != int(val) or val > MAX_JOB_GPUS:
+        rows.bad(row, key, f"is {rec[key]!r}, not a whole number of GPUs up to {MAX_JOB_GPUS}")
+        return None
+    return int(val)
 
 
 def _model_for(job_id: str) -> str:
@@ -96,12 +106,11 @@ def _model_for(job_id: str) -> str:
 
 
 def _csv(path: Path, required: tuple[str, ...], fmt: str) -> list[dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ArschedError(f"{path} is not a {fmt} trace: it lacks column(s) {', '.join(missing)}")
-        return list(reader)
+    header, records = read_csv(path, "trace")
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ArschedError(f"{path} is not a {fmt} trace: it lacks column(s) {', '.join(missing)}")
+    return records
 
 
 def load_tiresias(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
@@ -113,8 +122,7 @@ def load_tiresias(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> 
         if None in vals or dur is None:
             continue
         gpus, submit, iters = vals
-        if gpus != int(gpus):
-            rows.bad(i, "num_gpu", f"is {rec['num_gpu']!r}, not a whole number")
+        if _gpus(rows, i, rec, "num_gpu", gpus) is None:
             continue
         name = (rec.get("model_name") or "").strip().lower()
         if name not in ZOO:
@@ -125,16 +133,20 @@ def load_tiresias(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> 
 
 
 def _time(rows: _Rows, row: int, value: Any, fld: str) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    try:
-        return datetime.strptime(str(value), TIME_FORMAT).timestamp()
-    except ValueError:
+    """A date like 2017-10-03 02:43:33, or a number of seconds >= 0."""
+    if isinstance(value, str):
         try:
-            return float(value)
-        except (TypeError, ValueError):
-            rows.bad(row, fld, f"is {value!r}, not a time like 2017-10-03 02:43:33")
-            return None
+            return datetime.strptime(value, TIME_FORMAT).timestamp()
+        except ValueError:
+            pass
+    try:
+        seconds = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        rows.bad(row, fld, f"is {value!r}, not a time like 2017-10-03 02:43:33 or a number of seconds >= 0")
+        return None
+    return seconds
 
 
 def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
@@ -143,6 +155,8 @@ def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tu
         jobs = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ArschedError(f"{path} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise ArschedError(f"{path} is nested too deeply to be a Philly cluster_job_log") from None
     if not isinstance(jobs, list):
         raise ArschedError(f"{path} is not a Philly cluster_job_log: it must hold a JSON list of jobs")
     rows = _Rows(path, skip_bad_rows, elastic)
@@ -161,8 +175,8 @@ def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tu
             rows.bad(i, "attempts[-1].detail", "must list machines with their gpus")
             continue
         gpus = sum(len(d["gpus"]) for d in detail)
-        if gpus == 0:
-            rows.bad(i, "attempts[-1].detail", "has no GPU")
+        if not 0 < gpus <= MAX_JOB_GPUS:
+            rows.bad(i, "attempts[-1].detail", f"has {gpus or 'no'} GPUs; a job has 1 to {MAX_JOB_GPUS}")
             continue
         times = [_time(rows, i, v, k) for v, k in (
             (job.get("submitted_time"), "submitted_time"),
@@ -185,11 +199,9 @@ def load_helios(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tu
     """A Helios `cluster_log.csv`; CPU-only rows (gpu_num 0) are left out."""
     rows = _Rows(path, skip_bad_rows, elastic)
     for i, rec in enumerate(_csv(path, HELIOS, "Helios"), start=2):
-        gpus = _number(rows, i, rec, "gpu_num", positive=False)
+        num = _number(rows, i, rec, "gpu_num", positive=False)
+        gpus = _gpus(rows, i, rec, "gpu_num", num) if num is not None else None
         if gpus is None:
-            continue
-        if gpus != int(gpus):
-            rows.bad(i, "gpu_num", f"is {rec['gpu_num']!r}, not a whole number")
             continue
         if gpus == 0:
             continue
@@ -199,7 +211,7 @@ def load_helios(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tu
             continue
         jid = str(rec["job_id"])
         name = _model_for(jid)
-        rows.add(jid, name, submit, ZOO[name].tau, gpus * dur / ZOO[name].tau, int(gpus))
+        rows.add(jid, name, submit, ZOO[name].tau, gpus * dur / ZOO[name].tau, gpus)
     return rows.workload(), rows.skipped
 
 
@@ -214,8 +226,7 @@ def load_trace(spec: str, skip_bad_rows: bool = False, elastic: int = 2) -> tupl
         raise ArschedError(f"trace {spec!r} is neither a file nor a spec like synthetic:jobs=1000,seed=1")
     if path.suffix.lower() == ".json":
         return load_philly(path, skip_bad_rows, elastic)
-    with path.open(newline="", encoding="utf-8") as f:
-        header = next(csv.reader(f), [])
+    header, _ = read_csv(path, "trace", rows=0)
     if all(c in header for c in TIRESIAS):
         return load_tiresias(path, skip_bad_rows, elastic)
     if all(c in header for c in HELIOS):

@@ -19,6 +19,7 @@ values, raised as an ArschedError before any work is done.
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,10 +32,15 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from arsched.errors import ArschedError
 from arsched.units import parse_size, parse_time
+
+NAME_BYTES = 100  # longest config name (it names the results folder)
+MAX_CONFIG_BYTES = 1_000_000  # a config is a page of YAML; this is far past any real one
+MAX_CONFIG_VALUES = 100_000  # values with YAML aliases expanded (an alias bomb has billions)
 
 
 class ConfigError(ArschedError):
@@ -60,10 +66,31 @@ class AlgorithmSpec(_Block):
         get(v)  # UnknownAlgorithm lists the names
         return v
 
+    @model_validator(mode="after")
+    def _params_fit_the_builder(self) -> AlgorithmSpec:
+        """Parameters the builder does not take fail here, when the config loads, not per task."""
+        from arsched.algorithms import get
+
+        takes = inspect.signature(get(self.name).build).parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes):
+            return self
+        own = [
+            p.name for p in takes if p.name not in FIXED and p.kind is not inspect.Parameter.VAR_POSITIONAL
+        ]
+        for key in self.params:
+            if key not in own:
+                raise ValueError(f"{self.name} has no parameter {key!r}; it takes {', '.join(own) or 'none'}")
+        return self
+
+
+# The arguments every builder gets from the task itself, never from `params`.
+FIXED = ("topology", "ranks", "nbytes")
+
 
 def _size(v: str) -> str:
-    if parse_size(v) <= 0:
-        raise ValueError(f"a size must be positive, got {v!r}")
+    size = parse_size(v)
+    if not (math.isfinite(size) and size > 0):
+        raise ValueError(f"a size must be a positive finite number of bytes, got {v!r}")
     return v
 
 
@@ -109,8 +136,8 @@ class AlgorithmRuns(_Block):
     @field_validator("alpha")
     @classmethod
     def _alpha(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_time(str(v))
+        if v is not None and not 0 <= parse_time(str(v)) < math.inf:
+            raise ValueError(f"alpha must be a finite time >= 0, got {v!r}")
         return v
 
 
@@ -183,6 +210,18 @@ class Config(_Block):
     description: str = ""
     runs: list[RunBlock] = Field(min_length=1)
 
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, v: str) -> str:
+        """The name becomes the default results folder arsched-runs/<name>: one plain folder name,
+        so a config never writes outside it."""
+        if not v.strip() or v in (".", "..") or any(c in v for c in "/\\\0") or len(v.encode()) > NAME_BYTES:
+            raise ValueError(
+                f"the name must be a plain folder name (no '/', '\\', '..', at most {NAME_BYTES} bytes), "
+                f"got {v!r}"
+            )
+        return v
+
 
 def _where(loc: tuple[Any, ...]) -> str:
     """('runs', 0, 'algorithm', 'models', 1) -> 'runs[0].models[1]' (dropping the union tag)."""
@@ -239,14 +278,43 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config {p} does not exist")
+        raise ConfigError(f"config {p} does not exist" + (" (it is a folder)" if p.is_dir() else ""))
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config {p} has {p.stat().st_size} bytes, more than a config's {MAX_CONFIG_BYTES}")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config {p} is not UTF-8 text (byte {e.start} is {e.object[e.start]:#04x})"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"config {p} is nested too deeply to be a config") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{p}:{line} is not valid YAML ({getattr(e, 'problem', e)})") from None
+    if _values(data, {}) > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            f"config {p} holds more than {MAX_CONFIG_VALUES} values once its YAML aliases are expanded"
+        )
     return parse_config(data, str(p))
+
+
+def _values(data: Any, seen: dict[int, int]) -> int:
+    """How many values `data` holds with every shared (aliased) part counted each time it appears;
+    stops counting past the limit, so an alias bomb costs no more than its own size."""
+    if not isinstance(data, dict | list):
+        return 1
+    if id(data) not in seen:
+        seen[id(data)] = MAX_CONFIG_VALUES + 1  # a cycle (a recursive alias) counts as too many
+        items = [*data.keys(), *data.values()] if isinstance(data, dict) else data
+        total = 1
+        for item in items:
+            total += _values(item, seen)
+            if total > MAX_CONFIG_VALUES:
+                break
+        seen[id(data)] = total
+    return seen[id(data)]
 
 
 def takes_seed(fn: Any) -> bool:

@@ -223,7 +223,12 @@ def _about(folder: Path) -> str:
     path = folder / "config.yaml"
     if not path.exists():
         return ""
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError):
+        raise ArschedError(f"{path} is not the config arsched sweep saved there; move it away") from None
+    if not isinstance(cfg, dict):
+        cfg = {}
     name, about = (html.escape(str(cfg.get(k, d))) for k, d in (("name", folder.name), ("description", "")))
     return f"<p><b>{name}</b>: {about}</p>"
 

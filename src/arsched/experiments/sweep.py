@@ -61,13 +61,12 @@ class ResultFile:
             with open(self.path, "r+b") as f:
                 f.truncate(cut)
                 os.fsync(f.fileno())
-        reader = csv.reader(io.StringIO(data[:cut].decode("utf-8")))
-        header = next(reader, None)
+        header, *rows = _parse(self.path, data[:cut]) or [None]
         if header != self.columns:
             raise ArschedError(
                 f"{self.path} has columns from another version of arsched; move it away to start afresh"
             )
-        self.done = {row[0] for row in reader if row}
+        self.done = {row[0] for row in rows if row}
 
     def append(self, row: dict[str, Any]) -> None:
         if row["task_id"] in self.done:
@@ -81,13 +80,22 @@ class ResultFile:
         self.done.add(row["task_id"])
 
 
+def _parse(path: Path, data: bytes, reader: Callable[[io.StringIO], Iterator[Any]] = csv.reader) -> list:
+    """The rows of a results file's bytes; a file that is not arsched's CSV gets one sentence."""
+    try:
+        return list(reader(io.StringIO(data.decode("utf-8"), newline="")))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise ArschedError(
+            f"{path} is not a results file of arsched sweep ({e}); move it away to start afresh"
+        ) from None
+
+
 def read_rows(folder: str | Path, kind: str) -> list[dict[str, str]]:
     """The rows of one kind in a results folder (empty if it has none), as strings."""
     path = Path(folder) / f"{kind}.csv"
     if not path.exists():
         return []
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    return _parse(path, path.read_bytes(), csv.DictReader)
 
 
 @contextmanager

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import io
 import json
+import reprlib
 from importlib.metadata import PackageNotFoundError, version
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,9 @@ from arsched.rl.policy import make_policy
 FORMAT = "arsched.hrl/1"
 META = "meta.json"
 DEFAULT = Path(__file__).resolve().parent / "checkpoints" / "default"
+MAX_META_BYTES = 1_000_000  # a meta.json is a few kB
+MAX_LAYERS = 32  # hidden layers of a network
+MAX_WEIGHTS = 50_000_000  # weights of a network's hidden layers (its input layer counted as the widest)
 
 
 def arsched_version() -> str:
@@ -67,10 +72,18 @@ def read_meta(folder: Path) -> dict[str, Any]:
         raise ArschedError(
             f"{folder} is not an hrl checkpoint: it has no {META} (make one with arsched train)"
         )
+    if path.stat().st_size > MAX_META_BYTES:
+        raise ArschedError(f"{path} has {path.stat().st_size} bytes, more than a {META}'s {MAX_META_BYTES}")
     try:
-        meta = json.loads(path.read_text())
+        meta = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ArschedError(f"{path} is not valid JSON: {e.msg}") from None
+    except UnicodeDecodeError:
+        raise ArschedError(f"{path} is not UTF-8 text") from None
+    except RecursionError:
+        raise ArschedError(f"{path} is nested too deeply to be an hrl checkpoint's {META}") from None
+    if not isinstance(meta, dict):
+        raise ArschedError(f"{path} holds a JSON {type(meta).__name__}, not the object of an hrl checkpoint")
     if meta.get("format") != FORMAT:
         raise ArschedError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
     if meta.get("feature_version") != ft.FEATURE_VERSION:
@@ -78,7 +91,29 @@ def read_meta(folder: Path) -> dict[str, Any]:
             f"{folder} was trained on feature version {meta.get('feature_version')}, this arsched "
             f"computes version {ft.FEATURE_VERSION}: retrain it with arsched train"
         )
+    check_net_arch(meta.get("net_arch", list(NET_ARCH)), f"{path}: net_arch")
     return meta
+
+
+def check_net_arch(widths: Any, source: str = "net_arch") -> tuple[int, ...]:
+    """Hidden layer widths that make a network of a sensible size, as a tuple; `source` names
+    where they come from in the error. Checked before any weight is allocated."""
+    if not (
+        isinstance(widths, list | tuple)
+        and 1 <= len(widths) <= MAX_LAYERS
+        and all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths)
+    ):
+        raise ArschedError(
+            f"{source} must be 1 to {MAX_LAYERS} positive whole layer widths, got {reprlib.repr(widths)}"
+        )
+    dims = (max(ft.LOWER_DIM, ft.UPPER_DIM), *widths)
+    weights = sum(a * b for a, b in pairwise(dims))
+    if weights > MAX_WEIGHTS:
+        raise ArschedError(
+            f"{source} {reprlib.repr(list(widths))} makes layers of {weights:,} weights, more than the "
+            f"{MAX_WEIGHTS:,} a network of hrl may have"
+        )
+    return tuple(widths)
 
 
 def _load_tensors(path: Path) -> dict:

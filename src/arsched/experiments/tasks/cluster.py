@@ -30,7 +30,7 @@ class ClusterParams:
 
 @dataclass(frozen=True)
 class ClusterRow:
-    """The simulator's summary (its `to_dict`), the slot length, every job's JCT
+    """The simulator's summary (its `to_dict(timings=True)`), the slot length, every job's JCT
     (`jct_json`) and the utilisation series (`utilization_json`)."""
 
     jobs: int
@@ -85,7 +85,7 @@ def run(p: ClusterParams, _folder: Path, _task_id: str) -> ClusterRow:
     config = SimConfig(network=p.network, objective=Objective(p.objective), seed=p.seed or 0)
     res = simulate(workload, parse_cluster(p.cluster), get_scheduler(p.scheduler), config)
     return ClusterRow(
-        **res.to_dict(),
+        **res.to_dict(timings=True),
         slot_s=res.slot_s,
         jct_s=jct_json(res.jct),
         utilization=utilization_json(res.slot_starts, res.utilization),
