@@ -49,3 +49,45 @@ def test_bad_input_is_one_sentence(capsys, tmp_path):
     ):
         code, _, err = run(capsys, *argv)
         assert_one_line_error(code, err)
+
+
+def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(capsys, tmp_path):
+    from arsched.rl.checkpoint import DEFAULT
+
+    meta = json.loads((DEFAULT / "meta.json").read_text())
+    cases = {
+        "list": ([meta], "holds a JSON list, not the object of an hrl checkpoint"),
+        "word": (
+            {**meta, "net_arch": "abc"},
+            "net_arch must be 1 to 32 positive whole layer widths, got 'abc'",
+        ),
+        "huge": ({**meta, "net_arch": [200000, 200000]}, "makes layers of 40,180,000,000 weights, more than"),
+        "zero": ({**meta, "net_arch": [64, 0]}, "net_arch must be 1 to 32 positive whole layer widths"),
+    }
+    for name, (content, expected) in cases.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "meta.json").write_text(json.dumps(content))
+        code, _, err = run(
+            capsys, "schedule", "-t", "ring:n=4", "-a", "hrl", "--checkpoint", str(folder), "-o",
+            str(tmp_path / "s.json"),
+        )  # fmt: skip
+        assert_one_line_error(code, err)
+        assert expected in err, err
+    (tmp_path / "raw" / "meta.json").parent.mkdir()
+    (tmp_path / "raw" / "meta.json").write_bytes(b'{"format": "\xff"}')
+    code, _, err = run(
+        capsys, "schedule", "-t", "ring:n=4", "-a", "hrl", "--checkpoint", str(tmp_path / "raw"), "-o",
+        str(tmp_path / "s.json"),
+    )  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "is not UTF-8 text" in err
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_train_refuses_an_absurd_network_before_training(capsys, tmp_path):
+    code, _, err = run(
+        capsys, "train", "-t", "ring:n=4", "--net-arch", "200000,200000", "-o", str(tmp_path / "x")
+    )
+    assert_one_line_error(code, err)
+    assert "--net-arch [200000, 200000] makes layers of" in err and not (tmp_path / "x").exists()

@@ -87,7 +87,9 @@ class Workload:
         if not 0 < factor < np.inf:
             raise ArschedError(f"the arrival scale must be a finite number > 0, got {factor}")
         name = self.name if factor == 1 else f"{self.name} (arrivals x{factor:g})"
-        return replace(self, arrival=self.arrival * factor, name=name)
+        with np.errstate(over="ignore"):  # an arrival past the float range is refused as not finite
+            arrival = self.arrival * factor
+        return replace(self, arrival=arrival, name=name)
 
     def head(self, n: int) -> Workload:
         """The first n jobs by arrival."""
