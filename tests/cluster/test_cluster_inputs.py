@@ -136,3 +136,17 @@ def test_run_json_is_the_same_bytes_twice_and_timings_only_when_asked(capsys):
         run(capsys, *argv, "--schedulers", "fifo,random"),
     )
     assert first[0] == 0 and first == second and "scheduler_s_per_slot" not in first[1]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ("jobs=100000000", "jobs must be 1 to 1,000,000, got 100000000"),
+        ("jobs=5,seed=-1", "seed must be >= 0, got -1"),
+        ("jobs=5,interval=1e400", "interval must be finite and > 0, got inf"),
+        ("jobs=1e400", "jobs must be a number, got '1e400'"),
+    ],
+)
+def test_synthetic_traces_are_bounded(params, expected):
+    with pytest.raises(ArschedError, match=f"synthetic trace parameter {expected}$"):
+        load_trace(f"synthetic:{params}")

@@ -68,7 +68,7 @@ def test_files_that_are_not_a_config_are_one_sentence(tmp_path):
         f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
     ]
     bomb.write_text("\n".join(levels) + "\n" + SMALL.replace("seeds: [1, 2]", "seeds: *i"))
-    with pytest.raises(ConfigError, match="more than 100000 values once its YAML aliases are expanded"):
+    with pytest.raises(ConfigError, match="more than 1000000 values once its YAML aliases are expanded"):
         load_config(bomb)
     big = tmp_path / "big.yaml"
     big.write_text(SMALL + "#" * 1_000_001 + "\n")
@@ -85,3 +85,20 @@ def test_a_results_file_that_is_not_csv_text_is_one_sentence(tmp_path):
     (tmp_path / "algorithm.csv").write_text('task_id,spec\n1,"' + "x" * 140_000 + '"\n')
     with pytest.raises(ArschedError, match=r"field larger than field limit"):
         read_rows(tmp_path, "algorithm")
+
+
+def test_a_grid_past_the_task_limit_is_refused_before_any_task_is_made(capsys, tmp_path):
+    import yaml
+
+    from arsched.experiments import expand, parse_config
+
+    config = parse_config(yaml.safe_load(SMALL))
+    count = len(expand(config))
+    assert len(expand(config, max_tasks=count)) == count
+    with pytest.raises(ArschedError, match=rf"more than {count - 1} tasks \(runs\[0\] passes the limit"):
+        expand(config, max_tasks=count - 1)
+    path = tmp_path / "c.yaml"
+    path.write_text(SMALL)
+    code, _, err = run(capsys, "sweep", str(path), "--dry-run", "--max-tasks", str(count - 1))
+    assert_one_line_error(code, err)
+    assert f"more than {count - 1} tasks" in err and "--max-tasks" in err

@@ -33,6 +33,13 @@ def sweep_cmd(
         typer.Option(help="Local processes, or CPUs of a local Ray (default: all cores; 1 runs in-process)."),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the tasks still to run and stop.")] = False,
+    max_tasks: Annotated[
+        int | None,
+        typer.Option(
+            help="Refuse a config whose grids may hold more tasks than this (default: 100,000).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run every task of an experiment config, appending one CSV row per task as it finishes.
 
@@ -52,6 +59,7 @@ def sweep_cmd(
     )
 
     from arsched.experiments import expand, load_config, sweep
+    from arsched.experiments.tasks.registry import MAX_TASKS
 
     if backend not in ("local", "ray"):
         raise ArschedError(f"--backend must be local or ray, got {backend!r}")
@@ -60,7 +68,7 @@ def sweep_cmd(
     if address and backend != "ray":
         raise ArschedError("--address needs --backend ray")
     cfg = load_config(config)
-    tasks = expand(cfg)
+    tasks = expand(cfg, MAX_TASKS if max_tasks is None else max_tasks)
     folder = out_dir or Path("arsched-runs") / cfg.name
     if dry_run:
         from arsched.experiments.sweep import read_rows

@@ -15,6 +15,7 @@ from arsched.errors import ArschedError
 
 GPU_SIZES = np.array([1, 2, 4, 8, 16, 32])
 GPU_SHARES = np.array([0.60, 0.13, 0.12, 0.10, 0.04, 0.01])
+MAX_JOBS = 1_000_000  # jobs of a synthetic trace (Philly's two months had about 100,000)
 PARAMS = {"jobs": 1000, "seed": 0, "interval": 10.0, "median": 900.0, "sigma": 1.5}
 
 
@@ -27,8 +28,15 @@ def synthetic(
     elastic: int = 2,
 ) -> Workload:
     """`jobs` jobs arriving every `interval` seconds on average (Poisson)."""
-    if jobs < 1 or interval <= 0 or median <= 0 or sigma < 0:
-        raise ArschedError("synthetic traces need jobs >= 1, interval > 0, median > 0 and sigma >= 0")
+    for key, value, ok, need in (
+        ("jobs", jobs, 1 <= jobs <= MAX_JOBS, f"1 to {MAX_JOBS:,}"),
+        ("seed", seed, seed >= 0, ">= 0"),
+        ("interval", interval, 0 < interval < np.inf, "finite and > 0"),
+        ("median", median, 0 < median < np.inf, "finite and > 0"),
+        ("sigma", sigma, 0 <= sigma < np.inf, "finite and >= 0"),
+    ):
+        if not ok:
+            raise ArschedError(f"synthetic trace parameter {key} must be {need}, got {value}")
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(interval, jobs)) - interval
     gpus = rng.choice(GPU_SIZES, size=jobs, p=GPU_SHARES / GPU_SHARES.sum())
@@ -59,6 +67,6 @@ def parse_synthetic(spec: str, elastic: int = 2) -> Workload:
             raise ArschedError(f"synthetic trace has no parameter {key!r}; it takes {', '.join(PARAMS)}")
         try:
             kw[key] = type(PARAMS[key])(raw)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ArschedError(f"synthetic trace parameter {key} must be a number, got {raw!r}") from None
     return synthetic(**kw, elastic=elastic)  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ from arsched.units import parse_size, parse_time
 
 NAME_BYTES = 100  # longest config name (it names the results folder)
 MAX_CONFIG_BYTES = 1_000_000  # a config is a page of YAML; this is far past any real one
-MAX_CONFIG_VALUES = 100_000  # values with YAML aliases expanded (an alias bomb has billions)
+MAX_CONFIG_VALUES = 1_000_000  # values with YAML aliases expanded: more than a 1 MB file holds without them
 
 
 class ConfigError(ArschedError):

@@ -4,6 +4,7 @@ simulate it at one size in one model, beside the lower bound."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,11 +57,10 @@ def _with_seed(spec: str, seed: int) -> str | None:
     return f"{spec},seed={seed}" if rest.strip() else f"{family}:seed={seed}"
 
 
-def expand(block: AlgorithmRuns) -> list[AlgorithmParams]:
+def expand(block: AlgorithmRuns) -> Iterator[AlgorithmParams]:
     """The grid; seeds multiply only runs where the topology or the algorithm is random."""
     from arsched.algorithms import get
 
-    out = []
     for spec in block.topologies:
         for alg in block.algorithms:
             random_alg = takes_seed(get(alg.name).build) and "seed" not in alg.params
@@ -72,21 +72,18 @@ def expand(block: AlgorithmRuns) -> list[AlgorithmParams]:
                 for size in block.sizes:
                     for model in block.models:
                         for fifo in block.fifo if model == "flow" else [False]:
-                            out.append(
-                                AlgorithmParams(
-                                    spec=spec,
-                                    topology=seeded_spec or spec,
-                                    algorithm=alg.name,
-                                    label=alg.label or alg.name,
-                                    params=json.dumps(params, sort_keys=True),
-                                    seed=seed,
-                                    size=size,
-                                    model=model,
-                                    fifo=fifo,
-                                    alpha=block.alpha or "",
-                                )
+                            yield AlgorithmParams(
+                                spec=spec,
+                                topology=seeded_spec or spec,
+                                algorithm=alg.name,
+                                label=alg.label or alg.name,
+                                params=json.dumps(params, sort_keys=True),
+                                seed=seed,
+                                size=size,
+                                model=model,
+                                fifo=fifo,
+                                alpha=block.alpha or "",
                             )
-    return out
 
 
 def run(p: AlgorithmParams, _folder: Path, _task_id: str) -> AlgorithmRow:

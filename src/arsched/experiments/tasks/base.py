@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -55,7 +55,7 @@ class Kind:
     name: str
     params: type
     results: type
-    expand: Callable[[Any], list[Any]]
+    expand: Callable[[Any], Iterable[Any]]
     run: Callable[[Any, Path, str], Any]
     timings: tuple[str, ...] = ()
     requires: str | None = None
@@ -68,7 +68,8 @@ class Kind:
 
     def task(self, params: Any) -> Task:
         """The task of one parameter record."""
-        return Task(self.name, tuple(dataclasses.asdict(params).items()))
+        # fields are plain JSON scalars: no deep copy (asdict's) needed, which keeps a large grid quick
+        return Task(self.name, tuple((f.name, getattr(params, f.name)) for f in dataclasses.fields(params)))
 
     def check_available(self) -> None:
         if self.requires and importlib.util.find_spec(self.requires) is None:

@@ -5,6 +5,7 @@ utilisation series for the report."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -48,18 +49,16 @@ class ClusterRow:
     utilization: str
 
 
-def expand(block: ClusterRuns) -> list[ClusterParams]:
+def expand(block: ClusterRuns) -> Iterator[ClusterParams]:
     """The grid; seeds multiply only schedulers that draw random numbers (the others run once,
     with seed "")."""
     from arsched.cluster.schedulers import get_scheduler
 
-    out = []
     for trace, cluster, scheduler, objective, network in product(
         block.traces, block.clusters, block.schedulers, block.objectives, block.networks
     ):
         seeds = block.seeds if get_scheduler(scheduler).uses_seed else [""]
-        out += [ClusterParams(trace, cluster, scheduler, objective, network, seed) for seed in seeds]
-    return out
+        yield from (ClusterParams(trace, cluster, scheduler, objective, network, seed) for seed in seeds)
 
 
 def jct_json(jct: np.ndarray) -> str:

@@ -4,6 +4,7 @@ its schedule with greedy-trees'. Needs the `rl` extra (torch and sb3-contrib).""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -38,10 +39,10 @@ class RLRow:
     train_s: float
 
 
-def expand(block: RLTrainings) -> list[RLParams]:
-    return [
+def expand(block: RLTrainings) -> Iterator[RLParams]:
+    return (
         RLParams(spec, seed, block.steps, block.size) for spec, seed in product(block.topologies, block.seeds)
-    ]
+    )
 
 
 def checkpoint_folder(folder: str | Path, task_id: str) -> Path:
