@@ -151,6 +151,7 @@ def test_the_report_has_a_cluster_section(swept):
         ("networks: [reserved, shared]", "networks: [reserved, share]", "networks[1]: Input should be"),
         ("seeds: [1, 2]", "objectives: [jct, speed]", "objectives[1]: objective 'speed' is not one of"),
         ('"synthetic:jobs=12,seed=3"', '"missing.csv"', "traces[1]: trace file 'missing.csv' does not exist"),
+        ('"synthetic:jobs=12,seed=3"', '"."', "traces[1]: trace file '.' is a folder"),
     ],
 )
 def test_config_errors_name_the_key(old, new, expected):

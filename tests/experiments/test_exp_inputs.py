@@ -102,3 +102,14 @@ def test_a_grid_past_the_task_limit_is_refused_before_any_task_is_made(capsys, t
     code, _, err = run(capsys, "sweep", str(path), "--dry-run", "--max-tasks", str(count - 1))
     assert_one_line_error(code, err)
     assert f"more than {count - 1} tasks" in err and "--max-tasks" in err
+
+
+def test_report_of_a_folder_with_a_foreign_config_is_one_sentence(capsys, tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "algorithm.csv").write_text("task_id\nabc\n")
+    (runs / "config.yaml").write_bytes(b"name: \xff\n")
+    code, _, err = run(capsys, "report", str(runs), "--out", str(tmp_path / "rep"))
+    assert_one_line_error(code, err)
+    assert "config.yaml is not the config arsched sweep saved there" in err
+    assert not (tmp_path / "rep").exists()

@@ -146,8 +146,8 @@ def _trace(v: str) -> str:
 
     if not v.startswith("synthetic:") and not Path(v).is_file():
         raise ValueError(
-            f"trace file {v!r} does not exist (paths are relative to the folder arsched runs in; "
-            "or use synthetic:jobs=N,seed=S)"
+            f"trace file {v!r} {'is a folder' if Path(v).is_dir() else 'does not exist'} (paths are "
+            "relative to the folder arsched runs in; or use synthetic:jobs=N,seed=S)"
         )
     return v
 

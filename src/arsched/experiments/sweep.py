@@ -180,7 +180,7 @@ def sweep(
         elif backend == "ray":
             outcomes = run_ray(todo, out, address, workers)
         else:
-            outcomes = run_local(todo, out, workers)
+            outcomes = run_local(todo, out, min(workers, len(todo)))  # no idle processes
         for task_id, row, error in outcomes:
             task = by_id[task_id]
             if row is not None:
