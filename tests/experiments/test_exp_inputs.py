@@ -74,7 +74,7 @@ def test_files_that_are_not_a_config_are_one_sentence(tmp_path):
     big.write_text(SMALL + "#" * 1_000_001 + "\n")
     with pytest.raises(ConfigError, match="more than a config's 1000000"):
         load_config(big)
-    with pytest.raises(ConfigError, match="it is a folder"):
+    with pytest.raises(ConfigError, match="is a folder, not a YAML file"):
         load_config(tmp_path)
 
 

@@ -41,6 +41,7 @@ from arsched.units import parse_size, parse_time
 NAME_BYTES = 100  # longest config name (it names the results folder)
 MAX_CONFIG_BYTES = 1_000_000  # a config is a page of YAML; this is far past any real one
 MAX_CONFIG_VALUES = 1_000_000  # values with YAML aliases expanded: more than a 1 MB file holds without them
+FIXED = ("topology", "ranks", "nbytes")  # builder arguments a task gives, never an algorithm's `params`
 
 
 class ConfigError(ArschedError):
@@ -81,10 +82,6 @@ class AlgorithmSpec(_Block):
             if key not in own:
                 raise ValueError(f"{self.name} has no parameter {key!r}; it takes {', '.join(own) or 'none'}")
         return self
-
-
-# The arguments every builder gets from the task itself, never from `params`.
-FIXED = ("topology", "ranks", "nbytes")
 
 
 def _size(v: str) -> str:
@@ -278,7 +275,7 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config {p} does not exist" + (" (it is a folder)" if p.is_dir() else ""))
+        raise ConfigError(f"config {p} {'is a folder, not a YAML file' if p.is_dir() else 'does not exist'}")
     if p.stat().st_size > MAX_CONFIG_BYTES:
         raise ConfigError(f"config {p} has {p.stat().st_size} bytes, more than a config's {MAX_CONFIG_BYTES}")
     try:
