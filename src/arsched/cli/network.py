@@ -25,6 +25,17 @@ def _diameter(topo: Any) -> int:
     return int(hops.max())
 
 
+def check_finite(values: dict[str, Any], what: str) -> None:
+    """Refuse results that overflow a float (links of near-zero bandwidth, absurd sizes): JSON has
+    no infinity and a table would print one as if it were an answer."""
+    bad = next((k for k, v in values.items() if isinstance(v, float) and not np.isfinite(v)), None)
+    if bad is not None:
+        raise ArschedError(
+            f"the {bad.replace('_', ' ')} of {what} is {values[bad]}: it is beyond the largest float "
+            "(1.8e308); check the sizes and link bandwidths given"
+        )
+
+
 def topology(
     spec: Annotated[str, typer.Argument(help=SPEC_HELP, show_default=False)],
     out_file: Annotated[
@@ -61,6 +72,7 @@ def topology(
         "diameter_hops": _diameter(topo),
         "allreduce_bound_s_per_byte": 2 * cut.seconds_per_byte,
     }
+    check_finite(info, topo.name)
     if out_file is not None:
         save(topo, out_file)
     if draw is not None:
@@ -130,6 +142,7 @@ def bound(
         },
         "exact": cut.exact,
     }
+    check_finite(info, f"{size} on {topo.name}")
     if as_json:
         emit_json(info)
         return

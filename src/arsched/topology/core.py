@@ -97,9 +97,13 @@ class Topology:
             )
         bw, lat = link.bandwidth, link.latency
         if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
-            raise TopologyError(f"link {link.src}->{link.dst} has bandwidth {bw!r}; it must be > 0")
+            raise TopologyError(
+                f"link {link.src}->{link.dst} has bandwidth {bw!r}; it must be a finite number > 0"
+            )
         if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
-            raise TopologyError(f"link {link.src}->{link.dst} has latency {lat!r}; it must be >= 0")
+            raise TopologyError(
+                f"link {link.src}->{link.dst} has latency {lat!r}; it must be a finite number >= 0"
+            )
 
     @classmethod
     def from_cables(
@@ -240,12 +244,22 @@ class Topology:
             nodes.append((str(node), data["kind"]))
         links = []
         for u, v, data in graph.edges(data=True):
-            bw = float(data.get("bandwidth", bandwidth))
-            lat = float(data.get("latency", latency))
+            bw, lat = (
+                _number(data.get(key, default), f"{key} of edge {u!r}-{v!r} of graph {gname!r}")
+                for key, default in (("bandwidth", bandwidth), ("latency", latency))
+            )
             links.append(Link(str(u), str(v), bw, lat))
             if not graph.is_directed():
                 links.append(Link(str(v), str(u), bw, lat))
         return cls(gname, nodes, links)
+
+
+def _number(value: object, what: str) -> float:
+    """`value` as a float (GraphML attributes may be strings); a TopologyError if it is none."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise TopologyError(f"the {what} is {value!r}, which is not a number") from None
 
 
 def is_int(value: object) -> bool:
