@@ -28,12 +28,14 @@ def _diameter(topo: Any) -> int:
 def check_finite(values: dict[str, Any], what: str) -> None:
     """Refuse results that overflow a float (links of near-zero bandwidth, absurd sizes): JSON has
     no infinity and a table would print one as if it were an answer."""
-    bad = next((k for k, v in values.items() if isinstance(v, float) and not np.isfinite(v)), None)
-    if bad is not None:
-        raise ArschedError(
-            f"the {bad.replace('_', ' ')} of {what} is {values[bad]}: it is beyond the largest float "
-            "(1.8e308); check the sizes and link bandwidths given"
-        )
+    for key, value in values.items():
+        if isinstance(value, dict):
+            check_finite(value, what)
+        elif isinstance(value, float) and not np.isfinite(value):
+            raise ArschedError(
+                f"the {key.replace('_', ' ')} of {what} is {value}: it is beyond the largest float "
+                "(1.8e308); check the sizes and link bandwidths given"
+            )
 
 
 def topology(
@@ -87,7 +89,7 @@ def topology(
     for key, val in info.items():
         if key != "name":
             table.add_row(key.replace("_", " "), f"{val:.4g}" if isinstance(val, float) else str(val))
-    lo, hi = (f"{x * 8 / 1e9:g}" for x in (bw.min(), bw.max()))
+    lo, hi = (f"{x / 1e9 * 8:g}" for x in (bw.min(), bw.max()))
     table.add_row("link bandwidth", f"{lo} Gb/s" if lo == hi else f"{lo}–{hi} Gb/s")
     table.add_row(
         "bound for 1 GB",

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.table import Table
 
@@ -76,10 +77,11 @@ def simulate(
     report = check(schedule)
     if not report.ok:
         raise ArschedError(f"{file} is not a valid AllReduce: {report.message}")
-    if model == "flow":
-        result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None, fifo=fifo)
-    else:
-        result = simulate_rounds(schedule, a)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, in words
+        if model == "flow":
+            result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None, fifo=fifo)
+        else:
+            result = simulate_rounds(schedule, a)
     check_finite({"simulated_time": result.time_s}, str(file))
     if plot is not None:
         from arsched.viz.plots import plot_simulation

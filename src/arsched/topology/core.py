@@ -81,6 +81,10 @@ class Topology:
             seen.add((link.src, link.dst))
             out.append(link)
         self._links = tuple(out)
+        if not math.isfinite(sum(float(lk.bandwidth) for lk in out)):  # every cut's egress is a float
+            raise TopologyError(
+                f"the link bandwidths of {self.name} add up to more than a float holds (1.8e308 bytes/s)"
+            )
         if not any(k == SERVER for k in kinds.values()):
             raise TopologyError(f"topology {self.name} has no server")
 
@@ -96,11 +100,11 @@ class Topology:
                 "merge parallel links into one with their summed bandwidth"
             )
         bw, lat = link.bandwidth, link.latency
-        if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
+        if not (isinstance(bw, (int, float)) and _finite(bw) and bw > 0):
             raise TopologyError(
                 f"link {link.src}->{link.dst} has bandwidth {bw!r}; it must be a finite number > 0"
             )
-        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
+        if not (isinstance(lat, (int, float)) and _finite(lat) and lat >= 0):
             raise TopologyError(
                 f"link {link.src}->{link.dst} has latency {lat!r}; it must be a finite number >= 0"
             )
@@ -252,6 +256,14 @@ class Topology:
             if not graph.is_directed():
                 links.append(Link(str(v), str(u), bw, lat))
         return cls(gname, nodes, links)
+
+
+def _finite(x: float) -> bool:
+    """True for a finite number; False also for an integer too large for a float."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _number(value: object, what: str) -> float:
