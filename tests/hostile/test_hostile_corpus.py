@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from clihelp import assert_one_line_error, run
 
 HERE = Path(__file__).resolve().parent

@@ -122,6 +122,10 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
         if not all(type(v) is int for v in row[:2]):
             raise ScheduleFormatError(f"transfer {i} of {where} needs integer 'step' and 'chunk'")
         rows.append(row)
+    bad_paths = {p for p in path_ids if not all(isinstance(node, str) for node in p)}
+    if bad_paths:
+        i = next(i for i, t in enumerate(obj["transfers"]) if tuple(t["path"]) in bad_paths)
+        raise ScheduleFormatError(f"transfer {i} of {where} has a path that is not a list of node ids")
     try:
         cols = np.array(rows, dtype=np.int64).reshape(len(rows), 6).T
     except OverflowError:

@@ -90,7 +90,7 @@ class Topology:
 
     def _check_link(self, link: Link, seen: set[tuple[str, str]]) -> None:
         for end in (link.src, link.dst):
-            if end not in self._kinds:
+            if not isinstance(end, str) or end not in self._kinds:
                 raise TopologyError(f"link {link.src}->{link.dst} in {self.name} names unknown node {end!r}")
         if link.src == link.dst:
             raise TopologyError(f"link {link.src}->{link.dst} in {self.name} is a self-loop")
