@@ -41,22 +41,15 @@ ERRORS = {
     ),
     "export-num-chunks-10^18": (("export", str(S / "num_chunks_10e18.json"), "-o", "x.xml"), "chunk 3"),
     # MSCCL XML
-    "import-nchunksperloop-1e19": (
-        ("import", str(M / "nchunksperloop_1e19.xml"), "-t", "ring:n=3", "-o", "x.json"),
-        "nchunksperloop='1e19', which is not an integer",
-    ),
-    "import-nchunksperloop-10^19": (
-        ("import", str(M / "nchunksperloop_10e19.xml"), "-t", "ring:n=3", "-o", "x.json"),
-        "nchunksperloop='10000000000000000000', outside the int64 range",
-    ),
-    "import-billion-laughs": (
-        ("import", str(M / "billion_laughs.xml"), "-t", "ring:n=3", "-o", "x.json"),
-        "declares a DTD",
-    ),
-    "import-external-entity": (
-        ("import", str(M / "external_entity.xml"), "-t", "ring:n=3", "-o", "x.json"),
-        "declares a DTD",
-    ),
+    **{
+        f"import-{name}": (("import", str(M / f"{name}.xml"), "-t", "ring:n=3", "-o", "x.json"), words)
+        for name, words in (
+            ("nchunksperloop_1e19", "nchunksperloop='1e19', which is not an integer"),
+            ("nchunksperloop_10e19", "nchunksperloop='10000000000000000000', outside the int64 range"),
+            ("billion_laughs", "declares a DTD"),
+            ("external_entity", "declares a DTD"),
+        )
+    },
     "graphml-billion-laughs": (("topology", str(T / "billion_laughs.graphml")), "declares a DTD"),
     "graphml-external-entity": (("topology", str(T / "external_entity.graphml")), "declares a DTD"),
     "graphml-bandwidth-fast": (
