@@ -296,3 +296,21 @@ def test_bad_ranks_raise_bound_error(ranks, words, fn):
 def test_spec_bandwidths_reach_the_bound():
     t = parse_spec("fattree:k=4,bandwidth=100Gbps/100Gbps/100Gbps")
     assert allreduce_bound(t, nbytes=1) == pytest.approx(2 * 15 / 16 / (100e9 / 8), rel=1e-12)
+
+
+def test_bandwidths_1e308_apart_give_a_true_finite_bound():
+    """A 1e-300 B/s link beside 100 Gb/s ones: their ratio overflows a float, so the cut is
+    searched on rounded capacities; the slow link is bypassed through the ring's other side."""
+    t = ring(4)
+    slow = Topology(
+        "slow",
+        [(n, t.kind(n)) for n in t.nodes],
+        [
+            (lk.src, lk.dst, 1e-300 if (lk.src, lk.dst) == ("s0", "s1") else lk.bandwidth, lk.latency)
+            for lk in t.links
+        ],
+    )
+    cut = allgather_cut(slow)
+    assert not cut.exact and math.isfinite(cut.seconds_per_byte)
+    assert cut.seconds_per_byte >= allgather_cut(t).seconds_per_byte  # never below the fast ring's
+    assert cut.egress <= 2 * DEFAULT_BANDWIDTH

@@ -108,3 +108,21 @@ def test_gigabits_per_second_with_slash_is_not_gigabytes():
     assert parse_bandwidth("25GB/s") == 25e9
     assert parse_bandwidth("8Mb/s") == 1e6
     assert parse_bandwidth("1KiB/s") == 1024
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_size, "1e400"),
+        (parse_size, "1e308TB"),
+        (parse_size, 10**400),
+        (parse_size, float("nan")),
+        (parse_time, "1e400s"),
+        (parse_time, float("inf")),
+        (parse_bandwidth, "1e400"),
+        (parse_bandwidth, "1e308Gbps"),
+    ],
+)
+def test_numbers_past_a_float_are_refused(parse, text):
+    with pytest.raises(UnitError, match="it is not a finite number"):
+        parse(text)

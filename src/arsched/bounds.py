@@ -69,7 +69,10 @@ def _ranks(topology: Topology, ranks: Sequence[str] | None) -> tuple[str, ...]:
 
 def _integer_capacities(bw: np.ndarray) -> tuple[np.ndarray, bool]:
     """Small positive integers proportional to the bandwidths; exact if they share a unit."""
-    ratios = bw / bw.min()
+    with np.errstate(over="ignore"):
+        ratios = bw / bw.min()
+    if not np.isfinite(ratios).all():  # bandwidths over 1e308 apart: only a rounded scale fits
+        return np.maximum(np.round(bw / bw.max() * _MAX_CAP), 1).astype(np.int64), False
     uniq = np.unique(ratios)
     mult = 1
     for r in uniq:

@@ -6,6 +6,7 @@ used once, by the CLI and the topology spec parser.
 
 from __future__ import annotations
 
+import math
 import re
 
 from arsched.errors import UnitError
@@ -30,11 +31,22 @@ _TIME_UNITS = {"": 1, "s": 1, "ms": 1e3, "us": 1e6, "µs": 1e6, "ns": 1e9}
 
 def _split(text: str | float | int, what: str) -> tuple[float, str]:
     if isinstance(text, (int, float)):
-        return float(text), ""
+        return _finite(text, text, what), ""
     m = re.fullmatch(_NUMBER + r"(?P<unit>[a-zA-Zµ/]*)", str(text).strip())
     if not m:
         raise UnitError(f"cannot read {what} {text!r}: expected a number with a unit, e.g. {_EXAMPLES[what]}")
     return float(m["num"]), m["unit"]
+
+
+def _finite(value: float | int, text: str | float | int, what: str) -> float:
+    """`value` as a float; a UnitError if it is infinite, not a number or beyond a float."""
+    try:
+        x = float(value)
+    except OverflowError:
+        x = math.inf
+    if not math.isfinite(x):
+        raise UnitError(f"cannot use {what} {text!r}: it is not a finite number (floats end at 1.8e308)")
+    return x
 
 
 _EXAMPLES = {
@@ -50,7 +62,7 @@ def parse_size(text: str | float | int) -> float:
     factor = _SIZE_UNITS.get(unit.lower())
     if factor is None:
         raise UnitError(f"unknown size unit {unit!r} in {text!r}: use B, KB, MB, GB, KiB, MiB or GiB")
-    return num * factor
+    return _finite(num * factor, text, "a size")
 
 
 def parse_bandwidth(text: str | float | int) -> float:
@@ -60,13 +72,13 @@ def parse_bandwidth(text: str | float | int) -> float:
     """
     num, unit = _split(text, "a bandwidth")
     if unit == "":
-        return num
+        return _finite(num, text, "a bandwidth")
     for suffix in ("/s", "ps"):
         if unit.endswith(suffix) and len(unit) > len(suffix):
             base = unit[: -len(suffix)]
             prefix = _SIZE_UNITS.get(base[:-1].lower() + "b")
             if base[-1] in "bB" and prefix is not None:
-                return num * prefix / (8 if base[-1] == "b" else 1)
+                return _finite(num * prefix / (8 if base[-1] == "b" else 1), text, "a bandwidth")
     raise UnitError(
         f"unknown bandwidth unit {unit!r} in {text!r}: use Gbps or Gb/s (bits), GB/s or GBps (bytes)"
     )
@@ -78,4 +90,4 @@ def parse_time(text: str | float | int) -> float:
     factor = _TIME_UNITS.get(unit.lower() if unit != "µs" else unit)
     if factor is None:
         raise UnitError(f"unknown time unit {unit!r} in {text!r}: use s, ms, us or ns")
-    return num / factor
+    return _finite(num / factor, text, "a time")

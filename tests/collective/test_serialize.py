@@ -248,6 +248,23 @@ MALFORMED = {
     "unknown dst": (_edit(lambda o: o["transfers"][1].update(dst="s99")), ["transfer 1", "'s99'"]),
     "bad op": (_edit(lambda o: o["transfers"][0].update(op="sum")), ["transfer 0", "'sum'"]),
     "missing path": (_edit(lambda o: o["transfers"][3].pop("path")), ["transfer 3", "'path'"]),
+    "bytes past a float": (_edit(lambda o: o.update(bytes=10**400)), ["bytes 10^400", "range of a float"]),
+    "num_chunks past int64": (
+        _edit(lambda o: o.update(num_chunks=2**63)),
+        ["num_chunks 9223372036854775808"],
+    ),
+    "num_chunks 1e300": (
+        _edit(lambda o: o.update(num_chunks=1e300)),
+        ["num_chunks 1e+300", "more than the largest"],
+    ),
+    "step past int64": (_edit(lambda o: o["transfers"][2].update(step=10**30)), ["transfer 2", "step 10^30"]),
+    "chunk below int64": (
+        _edit(lambda o: o["transfers"][5].update(chunk=-(10**30))),
+        ["transfer 5", "-10^30"],
+    ),
+    "path of numbers": (_edit(lambda o: o["transfers"][3].update(path=[None, 1])), ["transfer 3", "path"]),
+    "path of lists": (_edit(lambda o: o["transfers"][3].update(path=[["s1"], "s2"])), ["transfer 3", "path"]),
+    "nested too deep": ("[" * 100_000 + "]" * 100_000, ["nests JSON", "too deeply"]),
     "transfer not an object": (
         _edit(lambda o: o["transfers"].__setitem__(4, [0, 0, "s1", "s5"])),
         ["transfer 4", "not a JSON object"],

@@ -519,3 +519,36 @@ def test_property_mutation_kinds_agree_with_the_reference(case, kind, i):
     v = validate(s)
     assert (v.ok, v.kind) == (False, expected), v.message
     assert numeric_check(s).ok is False
+
+
+@pytest.mark.parametrize("cut", [0, 3, 7])
+def test_more_chunks_than_transfers_hold_only_the_touched_ones(cut):
+    """A schedule claiming 10^18 chunks is checked without a state per chunk, and says exactly
+    what it says when the count is small: the first buffer short of data, rank-major, whether a
+    chunk some transfer touches or one none does (chunk 2 here, which only its rank holds)."""
+    transfers = ps_transfers(R4, 2)
+    del transfers[cut]
+    small = schedule(transfers, num_chunks=len(transfers))  # every chunk held in the state
+    for num_chunks in (len(transfers) + 1, 10**18):
+        huge = schedule(transfers, num_chunks=num_chunks)
+        for check in (validate, numeric_check):
+            a, b = check(small), check(huge)
+            assert (a.ok, a.kind, a.transfer, a.message) == (b.ok, b.kind, b.transfer, b.message)
+
+
+def test_a_chunk_no_transfer_touches_is_named():
+    rep = validate(schedule(ps_transfers(R4, 2), num_chunks=10**18))  # complete on chunks 0 and 1
+    assert (rep.ok, rep.kind) == (False, "incomplete")
+    assert tail(rep.message) == tail(
+        "at the end rank s0 holds chunk 2 summed over 1 of 4 ranks (missing s1, s2, s3)"
+    )
+    num = numeric_check(schedule(ps_transfers(R4, 2), num_chunks=10**18))
+    assert (
+        (num.ok, num.kind) == (False, "wrong-sum") and "rank s0" in num.message and "chunk 2" in num.message
+    )
+
+
+def test_one_rank_with_10_18_chunks_is_valid_at_no_cost():
+    one = schedule([], ranks=("s2",), num_chunks=10**18)
+    assert validate(one).ok and numeric_check(one).ok
+    assert "1 ranks, 1000000000000000000 chunks" in validate(one).message

@@ -277,6 +277,24 @@ MALFORMED = {
         "race",
     ),
     "wrong-root": (lambda x: "<algorithm/>", "starts with <algo>"),
+    "nchunksperloop-past-int64": (
+        lambda x: first(x, 'nchunksperloop="3"', 'nchunksperloop="10000000000000000000"'),
+        "outside the int64 range",
+    ),
+    "entity-expansion": (
+        lambda x: (
+            '<!DOCTYPE algo [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;">]>'
+            + first(x, '<algo name="', '<algo name="&b;')
+        ),
+        "declares a DTD",
+    ),
+    "external-entity": (
+        lambda x: (
+            '<!DOCTYPE algo [<!ENTITY e SYSTEM "file:///etc/hostname">]>'
+            + first(x, '<algo name="', '<algo name="&e;')
+        ),
+        "declares a DTD",
+    ),
 }
 
 

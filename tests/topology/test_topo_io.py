@@ -199,6 +199,53 @@ def test_malformed_graphml(tmp_path):
         load(path)
 
 
+@pytest.mark.parametrize(
+    "dtd",
+    [
+        '<!DOCTYPE graphml [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]>',
+        '<!DOCTYPE graphml [<!ENTITY e SYSTEM "file:///etc/hostname">]>',
+    ],
+    ids=["entity-expansion", "external-entity"],
+)
+def test_graphml_with_a_dtd_is_refused(tmp_path, dtd):
+    g = nx.Graph()
+    g.add_nodes_from(["a", "b"], kind=SERVER)
+    g.add_edge("a", "b")
+    path = tmp_path / "good.graphml"
+    nx.write_graphml(g, path)
+    assert len(load(path).links) == 2
+    text = path.read_text().split("\n", 1)
+    path.write_text(text[0] + "\n" + dtd + "\n" + text[1])
+    with pytest.raises(TopologyError, match="declares a DTD"):
+        load(path)
+
+
+def test_graphml_bandwidth_that_is_not_a_number(tmp_path):
+    g = nx.Graph(name="lab")
+    g.add_nodes_from(["a", "b"], kind=SERVER)
+    g.add_edge("a", "b", bandwidth="fast")
+    nx.write_graphml(g, tmp_path / "fast.graphml")
+    with pytest.raises(
+        TopologyError, match="bandwidth of edge 'a'-'b' of graph 'lab' is 'fast', which is not a number"
+    ):
+        load(tmp_path / "fast.graphml")
+
+
+def test_link_ends_and_bandwidth_totals_are_checked():
+    with pytest.raises(TopologyError, match="unknown node"):
+        from_dict(
+            {
+                "nodes": [{"id": "a", "kind": "server"}],
+                "links": [{"src": [], "dst": "a", "bandwidth": 1, "latency": 0}],
+            }
+        )
+    nodes = [("a", SERVER), ("b", SERVER)]
+    with pytest.raises(TopologyError, match="add up to more than a float holds"):
+        Topology("t", nodes, [("a", "b", 1.7e308, 0.0), ("b", "a", 1.7e308, 0.0)])
+    with pytest.raises(TopologyError, match="bandwidth"):
+        Topology("t", nodes, [("a", "b", 10**400, 0.0)])
+
+
 # ---- networkx --------------------------------------------------------------------------------
 def test_from_networkx_undirected_user_graph():
     g = nx.Graph(name="lab")

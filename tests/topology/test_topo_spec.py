@@ -141,12 +141,16 @@ def test_bad_specs(spec, pattern):
         assert pattern in message
 
 
-@pytest.mark.parametrize("spec", ["", ".", "  "])
-def test_empty_spec_or_directory_is_not_a_file(spec, tmp_path):
+@pytest.mark.parametrize("spec", ["", "  "])
+def test_empty_spec_is_neither_a_family_nor_a_file(spec):
     with pytest.raises(TopologyError, match="neither"):
         parse_spec(spec)
-    with pytest.raises(TopologyError, match="neither"):
-        parse_spec(str(tmp_path))
+
+
+def test_a_folder_is_named_a_folder(tmp_path):
+    for spec in (".", str(tmp_path)):
+        with pytest.raises(TopologyError, match=f"topology file {re.escape(spec)} is a folder, not a file"):
+            parse_spec(spec)
 
 
 def test_empty_spec_is_an_error():

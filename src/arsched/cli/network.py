@@ -25,6 +25,19 @@ def _diameter(topo: Any) -> int:
     return int(hops.max())
 
 
+def check_finite(values: dict[str, Any], what: str) -> None:
+    """Refuse results that overflow a float (links of near-zero bandwidth, absurd sizes): JSON has
+    no infinity and a table would print one as if it were an answer."""
+    for key, value in values.items():
+        if isinstance(value, dict):
+            check_finite(value, what)
+        elif isinstance(value, float) and not np.isfinite(value):
+            raise ArschedError(
+                f"the {key.replace('_', ' ')} of {what} is {value}: it is beyond the largest float "
+                "(1.8e308); check the sizes and link bandwidths given"
+            )
+
+
 def topology(
     spec: Annotated[str, typer.Argument(help=SPEC_HELP, show_default=False)],
     out_file: Annotated[
@@ -61,6 +74,7 @@ def topology(
         "diameter_hops": _diameter(topo),
         "allreduce_bound_s_per_byte": 2 * cut.seconds_per_byte,
     }
+    check_finite(info, topo.name)
     if out_file is not None:
         save(topo, out_file)
     if draw is not None:
@@ -75,7 +89,7 @@ def topology(
     for key, val in info.items():
         if key != "name":
             table.add_row(key.replace("_", " "), f"{val:.4g}" if isinstance(val, float) else str(val))
-    lo, hi = (f"{x * 8 / 1e9:g}" for x in (bw.min(), bw.max()))
+    lo, hi = (f"{x / 1e9 * 8:g}" for x in (bw.min(), bw.max()))
     table.add_row("link bandwidth", f"{lo} Gb/s" if lo == hi else f"{lo}–{hi} Gb/s")
     table.add_row(
         "bound for 1 GB",
@@ -130,6 +144,7 @@ def bound(
         },
         "exact": cut.exact,
     }
+    check_finite(info, f"{size} on {topo.name}")
     if as_json:
         emit_json(info)
         return

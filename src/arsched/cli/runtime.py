@@ -11,6 +11,7 @@ from rich.table import Table
 
 from arsched.cli.common import SPEC_HELP, check_output, emit_json, out
 from arsched.errors import ArschedError
+from arsched.fileio import check_input
 
 SCHEDULE_ARG = typer.Argument(help="A schedule in arsched.schedule/1 JSON.", show_default=False)
 
@@ -125,8 +126,7 @@ def import_cmd(
     nbytes = parse_size(size)
     if nbytes <= 0:
         raise ArschedError(f"--size must be positive, got {size!r}")
-    if not file.is_file():
-        raise ArschedError(f"MSCCL XML file {file} does not exist")
+    check_input(file, "MSCCL XML file")
     topo = parse_spec(topology_spec)
     names = None if ranks is None else [r.strip() for r in ranks.split(",") if r.strip()]
     schedule = load_xml(file, topo, names, nbytes)

@@ -6,10 +6,12 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.table import Table
 
 from arsched.cli.common import SPEC_HELP, check_output, emit_json, out, show
+from arsched.cli.network import check_finite
 from arsched.errors import ArschedError
 
 
@@ -75,10 +77,12 @@ def simulate(
     report = check(schedule)
     if not report.ok:
         raise ArschedError(f"{file} is not a valid AllReduce: {report.message}")
-    if model == "flow":
-        result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None, fifo=fifo)
-    else:
-        result = simulate_rounds(schedule, a)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, in words
+        if model == "flow":
+            result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None, fifo=fifo)
+        else:
+            result = simulate_rounds(schedule, a)
+    check_finite({"simulated_time": result.time_s}, str(file))
     if plot is not None:
         from arsched.viz.plots import plot_simulation
 
@@ -156,6 +160,7 @@ def schedule(
         )
     elif checkpoint is not None or samples != 1:
         raise ArschedError("--checkpoint and --samples apply only to --algorithm hrl")
+    _check_params(algorithm, params)
     result = build(algorithm, topo, None, nbytes, **params)
     result.meta["seed"] = seed
     report = check(result)
@@ -163,6 +168,25 @@ def schedule(
         raise RuntimeError(f"{algorithm} built an invalid schedule: {report.message}")
     save(result, out_file)
     out.print(f"wrote {out_file}: {report.message}")
+
+
+def _check_params(algorithm: str, params: dict[str, object]) -> None:
+    """Refuse options the algorithm's builder does not take (tree-packing has no chunk count),
+    naming the parameters it does take."""
+    import inspect
+
+    from arsched.algorithms import get
+
+    signature = inspect.signature(get(algorithm).build)
+    takes = list(signature.parameters)[3:]  # after topology, ranks, nbytes
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return
+    unknown = [k for k in params if k not in takes]
+    if unknown:
+        raise ArschedError(
+            f"{algorithm} takes no --{unknown[0]}; its parameters are {', '.join(takes) or 'none'} "
+            "(set them in a sweep config's params)"
+        )
 
 
 def compare(

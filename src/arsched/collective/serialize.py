@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from arsched.collective.schedule import OPS, Schedule
 from arsched.errors import ScheduleFormatError, TopologyError
-from arsched.fileio import write_atomic
+from arsched.fileio import parse_json, read_text, write_atomic
 from arsched.topology.io import from_dict, to_dict
 
 FORMAT = "arsched.schedule/1"
+INT64_MAX = 2**63 - 1  # steps, chunks and num_chunks are stored as int64
 
 
 def _number(x: float) -> int | float:
@@ -67,11 +67,7 @@ def dumps(schedule: Schedule) -> str:
 
 def loads(text: str, where: str = "schedule") -> Schedule:
     """A Schedule from arsched.schedule/1 JSON text; ScheduleFormatError if it is malformed."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ScheduleFormatError(f"{where} is not valid JSON ({e.msg} at line {e.lineno})") from None
-    return from_obj(obj, where)
+    return from_obj(parse_json(text, where, ScheduleFormatError), where)
 
 
 def from_obj(obj: Any, where: str = "schedule") -> Schedule:
@@ -90,8 +86,14 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
     for key in ("num_chunks", "bytes"):
         if not isinstance(obj.get(key), (int, float)) or isinstance(obj.get(key), bool):
             raise ScheduleFormatError(f"{where} needs a numeric {key!r}")
-    if not float(obj["num_chunks"]).is_integer():
+    nbytes, num_chunks = _float(obj["bytes"], "bytes", where), _float(obj["num_chunks"], "num_chunks", where)
+    if not num_chunks.is_integer():
         raise ScheduleFormatError(f"{where} has a non-integer num_chunks {obj['num_chunks']}")
+    count = obj["num_chunks"] if isinstance(obj["num_chunks"], int) else int(num_chunks)
+    if count > INT64_MAX:
+        raise ScheduleFormatError(
+            f"{where} has num_chunks {_show(obj['num_chunks'])}, more than the largest {INT64_MAX}"
+        )
     try:
         topology = from_dict(obj["topology"], where=f"the topology of {where}")
     except TopologyError as e:
@@ -120,17 +122,48 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
         if not all(type(v) is int for v in row[:2]):
             raise ScheduleFormatError(f"transfer {i} of {where} needs integer 'step' and 'chunk'")
         rows.append(row)
-    cols = np.array(rows, dtype=np.int64).reshape(len(rows), 6).T
+    bad_paths = {p for p in path_ids if not all(isinstance(node, str) for node in p)}
+    if bad_paths:
+        i = next(i for i, t in enumerate(obj["transfers"]) if tuple(t["path"]) in bad_paths)
+        raise ScheduleFormatError(f"transfer {i} of {where} has a path that is not a list of node ids")
+    try:
+        cols = np.array(rows, dtype=np.int64).reshape(len(rows), 6).T
+    except OverflowError:
+        i, key, v = next(
+            (i, key, r[k])
+            for i, r in enumerate(rows)
+            for k, key in enumerate(("step", "chunk"))
+            if abs(r[k]) > INT64_MAX
+        )
+        raise ScheduleFormatError(
+            f"transfer {i} of {where} has {key} {_show(v)}, beyond the int64 range (±{INT64_MAX})"
+        ) from None
     return Schedule(
         topology,
         tuple(obj["ranks"]),
-        float(obj["bytes"]),
-        int(obj["num_chunks"]),
+        nbytes,
+        count,
         *cols,
         paths=tuple(path_ids),
         algorithm=str(obj.get("algorithm", "custom")),
         meta=meta if isinstance(meta, dict) else {},
     )
+
+
+def _show(x: int | float) -> str:
+    """A number for a message: in full up to 30 digits, else its magnitude."""
+    text = str(x)
+    return text if len(text) <= 30 else f"{'-' if x < 0 else ''}10^{len(text.lstrip('-')) - 1}"
+
+
+def _float(x: int | float, key: str, where: str) -> float:
+    """`x` as a float; a ScheduleFormatError if it is an integer too large for one."""
+    try:
+        return float(x)
+    except OverflowError:
+        raise ScheduleFormatError(
+            f"{where} has {key} {_show(x)}, outside the range of a float (±1.8e308)"
+        ) from None
 
 
 def _row_problem(t: Any, i: int, where: str, index: dict[str, int]) -> str:
@@ -155,11 +188,4 @@ def save(schedule: Schedule, path: str | os.PathLike) -> None:
 
 def load(path: str | os.PathLike) -> Schedule:
     """Read a schedule file; ScheduleFormatError with one sentence if it is missing or malformed."""
-    p = Path(path)
-    if not p.is_file():
-        raise ScheduleFormatError(f"schedule file {p} does not exist")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ScheduleFormatError(f"cannot read schedule file {p} ({e})") from None
-    return loads(text, where=str(p))
+    return loads(read_text(path, "schedule file", ScheduleFormatError), where=str(path))

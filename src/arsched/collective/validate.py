@@ -205,16 +205,60 @@ def _static_problem(s: Schedule) -> ValidationReport | None:
     return _check_rows(s) if problem is None else problem
 
 
-def _step_rows(s: Schedule) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Source and destination buffer (rank * num_chunks + chunk) of every transfer, and the
-    transfer indices of each step in step order (stored order within a step)."""
+@dataclass(frozen=True)
+class _Layout:
+    """Where each transfer's buffers sit in the state arrays: rows rank * `chunks` + position.
+
+    The state holds every chunk while there are no more chunks than transfers (positions are the
+    chunk ids). With more chunks than transfers (a file may claim 10^18), it holds only the
+    chunks some transfer touches, in id order: `ids` maps a position to its chunk id, and `gap`
+    is the first chunk no transfer touches, which keeps its own rank's data to the end."""
+
+    src_buf: np.ndarray
+    dst_buf: np.ndarray
+    step_rows: list[np.ndarray]  # transfer indices of each step, in step order (stored order within)
+    chunks: int
+    ids: np.ndarray | None = None
+    gap: int | None = None
+
+    def row(self, rank: int, chunk: int) -> int | None:
+        """The state row of buffer (rank, chunk id); None for a chunk no transfer touches."""
+        if self.ids is None:
+            return rank * self.chunks + chunk
+        k = int(np.searchsorted(self.ids, chunk))
+        return rank * self.chunks + k if k < len(self.ids) and self.ids[k] == chunk else None
+
+    def first_short(self, short: np.ndarray, n: int) -> tuple[int, int] | None:
+        """(rank, chunk id) of the first buffer, rank-major, that lacks data: a row of the state
+        flagged in `short`, or an untouched chunk (short of data when there are two ranks)."""
+        row = _first(short)
+        found = None if row is None else divmod(row, self.chunks)
+        if found is not None and self.ids is not None:
+            found = (found[0], int(self.ids[found[1]]))
+        if self.gap is not None and n > 1 and (found is None or (0, self.gap) < found):
+            found = (0, self.gap)
+        return found
+
+
+def _layout(s: Schedule) -> _Layout:
     rank_of = s.rank_of_node
-    src_buf = rank_of[s.src] * s.num_chunks + s.chunk
-    dst_buf = rank_of[s.dst] * s.num_chunks + s.chunk
+    ids, gap, chunk, chunks = None, None, s.chunk, s.num_chunks
+    if s.num_chunks > len(s):
+        ids, chunk = np.unique(s.chunk, return_inverse=True)
+        chunks = len(ids)
+        gap = _first(ids != np.arange(chunks))
+        gap = chunks if gap is None else gap
     order = np.argsort(s.step, kind="stable")
     steps = s.step[order]
     cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1
-    return src_buf, dst_buf, np.split(order, cuts) if len(order) else []
+    return _Layout(
+        rank_of[s.src] * chunks + chunk,
+        rank_of[s.dst] * chunks + chunk,
+        np.split(order, cuts) if len(order) else [],
+        chunks,
+        ids,
+        gap,
+    )
 
 
 def validate(schedule: Schedule) -> ValidationReport:
@@ -223,9 +267,10 @@ def validate(schedule: Schedule) -> ValidationReport:
     problem = _static_problem(s)
     if problem is not None:
         return problem
-    n, chunks = s.num_ranks, s.num_chunks
+    n = s.num_ranks
     words = (n + 63) // 64
-    src_all, dst_all, step_rows = _step_rows(s)
+    lay = _layout(s)
+    src_all, dst_all, step_rows, chunks = lay.src_buf, lay.dst_buf, lay.step_rows, lay.chunks
     state = np.zeros((n * chunks, words), dtype=np.uint64)
     owner = np.repeat(np.arange(n), chunks)
     state[np.arange(n * chunks), owner // 64] = np.left_shift(np.uint64(1), (owner % 64).astype(np.uint64))
@@ -236,11 +281,17 @@ def validate(schedule: Schedule) -> ValidationReport:
     full = np.zeros(words, dtype=np.uint64)
     full_bits = np.packbits(np.ones(n, dtype=np.uint8), bitorder="little")
     full.view(np.uint8)[: len(full_bits)] = full_bits
-    incomplete = _first((state != full).any(axis=1))
+    incomplete = lay.first_short((state != full).any(axis=1), n)
     if incomplete is not None:
-        r, ch = divmod(incomplete, chunks)
-        have = int(_popcount(state[incomplete]))
-        missing = full & ~state[incomplete]
+        r, ch = incomplete
+        row = lay.row(r, ch)
+        if row is None:  # a chunk no transfer touches: its own rank's data only
+            held = np.zeros(words, dtype=np.uint64)
+            held[r // 64] = np.uint64(1) << np.uint64(r % 64)
+        else:
+            held = state[row]
+        have = int(_popcount(held))
+        missing = full & ~held
         return _fail(
             s,
             "incomplete",
@@ -251,7 +302,7 @@ def validate(schedule: Schedule) -> ValidationReport:
     n_steps = len(step_rows)
     return ValidationReport(
         True,
-        f"valid AllReduce: {n} ranks, {chunks} chunks, {len(s)} transfers in {n_steps} steps",
+        f"valid AllReduce: {n} ranks, {s.num_chunks} chunks, {len(s)} transfers in {n_steps} steps",
         None,
         None,
         len(s),
@@ -269,26 +320,27 @@ def numeric_check(schedule: Schedule, seed: int = 0, width: int = 2, rtol: float
     problem = _static_problem(s)
     if problem is not None:
         return problem
-    n, chunks = s.num_ranks, s.num_chunks
+    n = s.num_ranks
+    lay = _layout(s)
+    src_all, dst_all, step_rows, chunks = lay.src_buf, lay.dst_buf, lay.step_rows, lay.chunks
     rng = np.random.default_rng(seed)
     data = rng.standard_normal((n * chunks, width))
     buf = data.copy()
     truth = data.reshape(n, chunks, width).sum(axis=0)
     scale = np.abs(data).reshape(n, chunks, width).sum(axis=0)
-    src_all, dst_all, step_rows = _step_rows(s)
     for rows in step_rows:
         payload = buf[src_all[rows]]
         is_copy = s.op[rows] == COPY
         np.add.at(buf, dst_all[rows][~is_copy], payload[~is_copy])
         buf[dst_all[rows][is_copy]] = payload[is_copy]
     err = np.abs(buf.reshape(n, chunks, width) - truth[None]) > rtol * (scale[None] + 1e-300) * n
-    wrong = _first(err.any(axis=2).ravel())
+    wrong = lay.first_short(err.any(axis=2).ravel(), n)
     if wrong is not None:
-        r, ch = divmod(wrong, chunks)
+        r, ch = wrong
         return _fail(s, "wrong-sum", None, f"at the end rank {s.ranks[r]} holds a wrong sum in chunk {ch}")
     return ValidationReport(
         True,
-        f"numeric check passed: {n} ranks x {chunks} chunks match the true sum",
+        f"numeric check passed: {n} ranks x {s.num_chunks} chunks match the true sum",
         None,
         None,
         len(s),

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import itertools
 import os
-import xml.etree.ElementTree as ET
+import xml.etree.ElementTree as ET  # the Element type only: parsing goes through defusedxml
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import ParseError, fromstring
 
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.collective.validate import validate
+from arsched.fileio import read_text
 from arsched.runtime.msccl_format import STEP_TYPES, MscclFormatError
 from arsched.topology.core import Topology
 
@@ -32,9 +34,17 @@ def _int(elem: ET.Element, key: str, what: str) -> int:
     if raw is None:
         raise MscclFormatError(f"{what} has no {key!r} attribute")
     try:
-        return int(raw.strip())
+        value = int(raw.strip())
     except ValueError:
         raise MscclFormatError(f"{what} has {key}={raw!r}, which is not an integer") from None
+    if not -(2**63) <= value < 2**63:
+        raise MscclFormatError(f"{what} has {key}={_short(raw)}, outside the int64 range the runtime reads")
+    return value
+
+
+def _short(raw: str) -> str:
+    """An attribute value for a message: as written up to 30 characters, else its length."""
+    return repr(raw) if len(raw) <= 30 else f"a {len(raw)}-character number"
 
 
 def _children(elem: ET.Element, tag: str) -> list[ET.Element]:
@@ -193,8 +203,13 @@ def _parse_tb(prog: _Program, g: int, tb: ET.Element, what: str) -> tuple[int, l
 def _read_root(text: str, where: str) -> tuple[ET.Element, _Program]:
     """The `<algo>` element of an allreduce and an empty program of its size."""
     try:
-        root = ET.fromstring(text)
-    except ET.ParseError as e:
+        root = fromstring(text, forbid_dtd=True)  # MSCCL XML has no DTD: none may expand entities
+    except DefusedXmlException:
+        raise MscclFormatError(
+            f"{where} declares a DTD (<!DOCTYPE ...>), which arsched refuses: MSCCL XML needs none, "
+            "and one can expand entities without bound or read other files"
+        ) from None
+    except ParseError as e:
         raise MscclFormatError(f"{where} is not well-formed XML ({e})") from None
     if root.tag != "algo":
         raise MscclFormatError(f"{where} has root element <{root.tag}>; MSCCL XML starts with <algo>")
@@ -383,9 +398,5 @@ def load_xml(
     path: str | os.PathLike, topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8
 ) -> Schedule:
     """Read an MSCCL XML file into a Schedule (see `from_xml`)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise MscclFormatError(f"cannot read MSCCL XML file {p} ({e})") from None
-    return from_xml(text, topology, ranks, nbytes, where=str(p))
+    text = read_text(path, "MSCCL XML file", MscclFormatError)
+    return from_xml(text, topology, ranks, nbytes, where=str(path))

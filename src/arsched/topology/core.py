@@ -81,12 +81,16 @@ class Topology:
             seen.add((link.src, link.dst))
             out.append(link)
         self._links = tuple(out)
+        if not math.isfinite(sum(float(lk.bandwidth) for lk in out)):  # every cut's egress is a float
+            raise TopologyError(
+                f"the link bandwidths of {self.name} add up to more than a float holds (1.8e308 bytes/s)"
+            )
         if not any(k == SERVER for k in kinds.values()):
             raise TopologyError(f"topology {self.name} has no server")
 
     def _check_link(self, link: Link, seen: set[tuple[str, str]]) -> None:
         for end in (link.src, link.dst):
-            if end not in self._kinds:
+            if not isinstance(end, str) or end not in self._kinds:
                 raise TopologyError(f"link {link.src}->{link.dst} in {self.name} names unknown node {end!r}")
         if link.src == link.dst:
             raise TopologyError(f"link {link.src}->{link.dst} in {self.name} is a self-loop")
@@ -96,10 +100,14 @@ class Topology:
                 "merge parallel links into one with their summed bandwidth"
             )
         bw, lat = link.bandwidth, link.latency
-        if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
-            raise TopologyError(f"link {link.src}->{link.dst} has bandwidth {bw!r}; it must be > 0")
-        if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
-            raise TopologyError(f"link {link.src}->{link.dst} has latency {lat!r}; it must be >= 0")
+        if not (isinstance(bw, (int, float)) and _finite(bw) and bw > 0):
+            raise TopologyError(
+                f"link {link.src}->{link.dst} has bandwidth {bw!r}; it must be a finite number > 0"
+            )
+        if not (isinstance(lat, (int, float)) and _finite(lat) and lat >= 0):
+            raise TopologyError(
+                f"link {link.src}->{link.dst} has latency {lat!r}; it must be a finite number >= 0"
+            )
 
     @classmethod
     def from_cables(
@@ -240,12 +248,30 @@ class Topology:
             nodes.append((str(node), data["kind"]))
         links = []
         for u, v, data in graph.edges(data=True):
-            bw = float(data.get("bandwidth", bandwidth))
-            lat = float(data.get("latency", latency))
+            bw, lat = (
+                _number(data.get(key, default), f"{key} of edge {u!r}-{v!r} of graph {gname!r}")
+                for key, default in (("bandwidth", bandwidth), ("latency", latency))
+            )
             links.append(Link(str(u), str(v), bw, lat))
             if not graph.is_directed():
                 links.append(Link(str(v), str(u), bw, lat))
         return cls(gname, nodes, links)
+
+
+def _finite(x: float) -> bool:
+    """True for a finite number; False also for an integer too large for a float."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
+
+
+def _number(value: object, what: str) -> float:
+    """`value` as a float (GraphML attributes may be strings); a TopologyError if it is none."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise TopologyError(f"the {what} is {value!r}, which is not a number") from None
 
 
 def is_int(value: object) -> bool:

@@ -13,11 +13,14 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arsched.errors import TopologyError
-from arsched.fileio import write_atomic
+from arsched.fileio import check_input, parse_json, read_text, write_atomic
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Link, Topology, per_level
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 HOSTLIST_COLUMNS = ("ip", "DSW", "PSW", "ASW")
 
@@ -49,6 +52,10 @@ def from_dict(obj: Any, where: str = "topology") -> Topology:
         links = [
             Link(lk["src"], lk["dst"], float(lk["bandwidth"]), float(lk["latency"])) for lk in obj["links"]
         ]
+    except OverflowError:
+        raise TopologyError(
+            f"a link in {where} has a bandwidth or latency beyond a float (1.8e308)"
+        ) from None
     except (TypeError, KeyError, ValueError):
         raise TopologyError(
             f"every link in {where} needs 'src', 'dst', a numeric 'bandwidth' and 'latency'"
@@ -90,15 +97,45 @@ def hostlist(
 
 
 def _read_hostlist(path: Path, bandwidth: Any, latency: Any) -> Topology:
-    text = path.read_text(encoding="utf-8")
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in HOSTLIST_COLUMNS if c not in (reader.fieldnames or [])]
+    reader = csv.DictReader(io.StringIO(read_text(path, "host list", TopologyError)))
+    try:
+        fields = reader.fieldnames or []
+        rows = list(reader)
+    except csv.Error as e:  # a field over csv.field_size_limit(), a NUL byte, ...
+        raise TopologyError(f"host list {path} is not readable CSV ({e})") from None
+    missing = [c for c in HOSTLIST_COLUMNS if c not in fields]
     if missing:
         raise TopologyError(
             f"{path} is not a host list: it lacks column(s) {', '.join(missing)} "
             f"(expected {','.join(HOSTLIST_COLUMNS)})"
         )
-    return hostlist(list(reader), name=path.stem, bandwidth=bandwidth, latency=latency)
+    return hostlist(rows, name=path.stem, bandwidth=bandwidth, latency=latency)
+
+
+def _read_graphml(path: Path) -> nx.Graph:
+    """The graph of a GraphML file, parsed by defusedxml first: a DTD (the carrier of entity
+    expansion and external entities) is refused with one sentence; GraphML needs none."""
+    import networkx as nx
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import ParseError, fromstring
+
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TopologyError(f"cannot read GraphML file {path} ({e.strerror or e})") from None
+    try:
+        fromstring(data, forbid_dtd=True)
+    except DefusedXmlException:
+        raise TopologyError(
+            f"{path} declares a DTD (<!DOCTYPE ...>), which arsched refuses: GraphML needs none, "
+            "and one can expand entities without bound or read other files"
+        ) from None
+    except ParseError as e:
+        raise TopologyError(f"{path} is not well-formed XML ({e})") from None
+    try:  # the standard parser again, safe now that there is no DTD
+        return nx.read_graphml(io.BytesIO(data))
+    except Exception as e:  # networkx raises several parser types
+        raise TopologyError(f"{path} is not readable GraphML ({e})") from None
 
 
 def load(
@@ -110,25 +147,15 @@ def load(
 
     `bandwidth`/`latency` apply where the file carries none (host lists, bare GraphML edges).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise TopologyError(f"topology file {p} does not exist")
+    p = check_input(path, "topology file", TopologyError)
     suffix = p.suffix.lower()
     if suffix == ".json":
-        try:
-            obj = json.loads(p.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise TopologyError(f"{p} is not valid JSON ({e})") from None
+        obj = parse_json(read_text(p, "topology file", TopologyError), str(p), TopologyError)
         if isinstance(obj, dict) and isinstance(obj.get("topology"), dict):
             obj = obj["topology"]
         return from_dict(obj, where=str(p))
     if suffix in (".graphml", ".xml"):
-        import networkx as nx
-
-        try:
-            g = nx.read_graphml(p)
-        except Exception as e:  # networkx raises several parser types
-            raise TopologyError(f"{p} is not readable GraphML ({e})") from None
+        g = _read_graphml(p)
         scalar_bw = bandwidth if isinstance(bandwidth, (int, float)) else DEFAULT_BANDWIDTH
         scalar_lat = latency if isinstance(latency, (int, float)) else DEFAULT_LATENCY
         return Topology.from_networkx(

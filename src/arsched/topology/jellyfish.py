@@ -126,6 +126,8 @@ def jellyfish(
             f"jellyfish needs ports > net_ports to leave room for servers, "
             f"got ports={ports!r}, net_ports={net_ports}"
         )
+    if not (is_int(seed) and seed >= 0):
+        raise TopologyError(f"jellyfish needs a seed that is a non-negative integer, got seed={seed!r}")
     bws = per_level(bandwidth, 2, "bandwidth", name)
     lats = per_level(latency, 2, "latency", name)
     rng = np.random.default_rng(seed)

@@ -79,8 +79,8 @@ def parse_spec(spec: str) -> Topology:
     spec = spec.strip()
     family, _, rest = spec.partition(":")
     if family not in FAMILIES:
-        if spec and Path(spec).is_file():
-            return load(spec)
+        if spec and (Path(spec).is_file() or Path(spec).is_dir()):
+            return load(spec)  # a folder gets its own sentence there
         raise TopologyError(
             f"{spec!r} is neither a topology family ({', '.join(FAMILIES)}) nor an existing file; "
             f"try e.g. {SPEC_EXAMPLES[0]}"
@@ -95,6 +95,8 @@ def parse_spec(spec: str) -> Topology:
             raise TopologyError(f"{family}: parameter {item!r} must be written key=value")
         if key not in accepted:
             raise TopologyError(f"{family} has no parameter {key!r}; it takes {', '.join(accepted)}")
+        if key in params:
+            raise TopologyError(f"{family}: parameter {key} is given twice in {spec!r}; give it once")
         try:
             params[key] = _convert(family, key, raw.strip())
         except UnitError as e:
