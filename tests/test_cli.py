@@ -287,3 +287,16 @@ def test_verbose_shows_the_librarys_decisions_on_stderr_only(capsys, tmp_path):
         root.setLevel(logging.WARNING)
         for handler in root.handlers[:]:
             root.removeHandler(handler)
+
+
+def test_json_output_is_valid_json_even_for_undefined_numbers(capsys):
+    """NaN and infinities become null (strict JSON has neither)."""
+    from arsched.cli.common import emit_json
+
+    emit_json({"mean": float("nan"), "worst": [1.5, float("inf")], "nested": {"x": -float("inf")}})
+    text = capsys.readouterr().out
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON")) == {
+        "mean": None,
+        "worst": [1.5, None],
+        "nested": {"x": None},
+    }

@@ -4,6 +4,7 @@ the output-path check made before any work starts."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,22 @@ def show(table: Table) -> None:
     out.print(table)
 
 
+def _finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def emit_json(obj: dict[str, Any]) -> None:
-    """Print `obj` as indented JSON on stdout (the `--json` output of every command)."""
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    """Print `obj` as indented JSON on stdout (the `--json` output of every command); a number
+    that is undefined or infinite (e.g. the mean JCT of a run that finished no job) is null, so
+    the output is always valid JSON."""
+    sys.stdout.write(json.dumps(_finite(obj), indent=2, allow_nan=False) + "\n")
 
 
 def check_output(path: Path | None, suffixes: tuple[str, ...], what: str) -> None:
