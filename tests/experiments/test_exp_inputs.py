@@ -34,9 +34,9 @@ def test_sweep_without_out_writes_nothing_outside_arsched_runs(capsys, tmp_path,
 
 def test_sizes_must_be_finite():
     message = config_error(SMALL, "sizes: [1MB, 64MB]", "sizes: [1MB, 1e400]")
-    assert "runs[0].sizes[1]: a size must be a positive finite number of bytes, got '1e400'" in message
+    assert "runs[0].sizes[1]:" in message and "'1e400'" in message and "finite" in message
     message = config_error(SMALL, "sizes: [1MB, 64MB]", "sizes: [1MB, 64MB]\n    alpha: 1e400s")
-    assert "runs[0].alpha: alpha must be a finite time >= 0" in message
+    assert "runs[0].alpha:" in message and "finite" in message
 
 
 def test_algorithm_params_are_checked_against_the_builder_when_the_config_loads():
