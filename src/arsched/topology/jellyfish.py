@@ -14,6 +14,7 @@ from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
 from arsched.errors import TopologyError
+from arsched.limits import check_topology, product
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 _RANDOM_TRIES = 64
@@ -126,6 +127,8 @@ def jellyfish(
             f"jellyfish needs ports > net_ports to leave room for servers, "
             f"got ports={ports!r}, net_ports={net_ports}"
         )
+    servers = product((switches, ports - net_ports))  # and at most switches * net_ports / 2 cables
+    check_topology(name, servers, int(switches), 2 * servers + product((switches, net_ports)))
     bws = per_level(bandwidth, 2, "bandwidth", name)
     lats = per_level(latency, 2, "latency", name)
     rng = np.random.default_rng(seed)
