@@ -181,7 +181,9 @@ def check_cluster(name: str, servers: int, gpus_per_server: int) -> None:
     """Refuse a simulated cluster of `servers` servers with `gpus_per_server` GPUs each that
     would not fit in the memory limit."""
     need = servers * gpus_per_server * GPU_BYTES
-    subject = f"{name} would have {format_count(servers)} servers × {format_count(gpus_per_server)} GPUs"
+    subject = (
+        f"{name} would have {format_count(servers)} servers with {format_count(gpus_per_server)} GPUs each"
+    )
     check_memory(subject, need)
 
 
