@@ -17,7 +17,7 @@ import arsched
 ROOT = Path(arsched.__file__).parent
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("units", "errors", "fileio", "defaults", "csr"),  # base: no arsched imports but each other
+    ("units", "errors", "fileio", "defaults", "csr", "limits"),  # base: no arsched imports but each other
     ("topology",),
     ("collective", "bounds"),
     ("sim", "runtime"),

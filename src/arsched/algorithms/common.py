@@ -1,4 +1,5 @@
-"""Helpers shared by the algorithms: rank checks, chunk counts, ring orders."""
+"""Helpers shared by the algorithms: rank checks, chunk counts (within the memory limit), ring
+orders."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 from arsched.algorithms.registry import NotApplicable
 from arsched.algorithms.routes import route
 from arsched.errors import ArschedError
+from arsched.limits import check_schedule
 from arsched.topology.core import Topology
 
 
@@ -32,12 +34,16 @@ def check_nbytes(nbytes: float, name: str) -> float:
     return float(nbytes)
 
 
-def chunk_multiple(chunks: int | None, unit: int, name: str) -> int:
-    """A chunk count that is a positive multiple of `unit` (default: `unit`)."""
+def chunk_multiple(chunks: int | None, unit: int, name: str, *, ranks: int) -> int:
+    """A chunk count that is a positive multiple of `unit` (default: `unit`), for a schedule
+    over `ranks` ranks that fits in the memory limit: one of so many chunks that even the
+    fewest transfers an AllReduce needs, 2(ranks − 1) per chunk, would not fit is refused
+    before anything is built (`limits.check_schedule`)."""
     if chunks is None:
-        return unit
-    if not (isinstance(chunks, (int, np.integer)) and chunks >= unit and chunks % unit == 0):
+        chunks = unit
+    elif not (isinstance(chunks, (int, np.integer)) and chunks >= unit and chunks % unit == 0):
         raise ArschedError(f"{name}: chunks must be a positive multiple of {unit}, got {chunks!r}")
+    check_schedule(name, ranks, int(chunks))
     return int(chunks)
 
 

@@ -122,7 +122,7 @@ def bcube_native(
     radices = _grid(topology, rs, "bcube")
     levels = len(radices)
     n = len(rs)
-    chunks = chunk_multiple(chunks, levels * n, "bcube-native")
+    chunks = chunk_multiple(chunks, levels * n, "bcube-native", ranks=n)
     b = ScheduleBuilder(topology, rs, nbytes, chunks, "bcube-native", {"params": {"chunks": chunks}})
     orders = [([(j + i) % levels for i in range(levels)], 0) for j in range(levels)]
     _dimension_ordered(b, radices, orders, chunks // (levels * n))
@@ -141,7 +141,7 @@ def torus_native(
     dims = [d for d in range(len(radices)) if radices[d] > 1]
     n = len(rs)
     starts = [(j, sign) for j in range(len(dims)) for sign in (1, -1)]
-    chunks = chunk_multiple(chunks, len(starts) * n, "torus-native")
+    chunks = chunk_multiple(chunks, len(starts) * n, "torus-native", ranks=n)
     b = ScheduleBuilder(topology, rs, nbytes, chunks, "torus-native", {"params": {"chunks": chunks}})
     orders = [([dims[(j + i) % len(dims)] for i in range(len(dims))], sign) for j, sign in starts]
     _dimension_ordered(b, radices, orders, chunks // (len(starts) * n))

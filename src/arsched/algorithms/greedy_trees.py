@@ -227,7 +227,7 @@ def greedy_trees(
     rs = check_ranks(topology, ranks, "greedy-trees")
     nbytes = check_nbytes(nbytes, "greedy-trees")
     if chunks is not None:
-        chunks = chunk_multiple(chunks, len(rs), "greedy-trees")
+        chunks = chunk_multiple(chunks, len(rs), "greedy-trees", ranks=len(rs))
     shape, engine = best_engine(topology, rs, nbytes, chunks, fanout)
     run_greedy(engine)
     chosen = len(engine.trees)

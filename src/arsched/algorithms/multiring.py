@@ -64,7 +64,7 @@ def _build(
     topology: Topology, rs: tuple[str, ...], nbytes: float, orders: list[list[int]], chunks: int | None
 ) -> Schedule:
     n = len(rs)
-    chunks = chunk_multiple(chunks, len(orders) * n, "multi-ring")
+    chunks = chunk_multiple(chunks, len(orders) * n, "multi-ring", ranks=n)
     per = chunks // (len(orders) * n)
     b = ScheduleBuilder(
         topology, rs, nbytes, chunks, "multi-ring", {"params": {"chunks": chunks, "rings": len(orders)}}
@@ -96,7 +96,7 @@ def multi_ring(
         c for c in (_structured_orders(topology, rs), [one, one[::-1]] if n > 2 else None, [one]) if c
     ]
     if chunks is not None:
-        chunk_multiple(chunks, n, "multi-ring")
+        chunk_multiple(chunks, n, "multi-ring", ranks=n)
         candidates = [c for c in candidates if chunks % (len(c) * n) == 0] or candidates[-1:]
     built = [_build(topology, rs, nbytes, c, chunks) for c in candidates]
 

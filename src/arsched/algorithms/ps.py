@@ -59,7 +59,7 @@ def ps(
 
     rs = check_ranks(topology, ranks, "ps")
     nbytes = check_nbytes(nbytes, "ps")
-    chunks = chunk_multiple(chunks, 1, "ps")
+    chunks = chunk_multiple(chunks, 1, "ps", ranks=len(rs))
     if root is not None:
         if root not in rs:
             raise ArschedError(f"ps: root {root!r} is not one of the ranks")
@@ -79,7 +79,7 @@ def sharded_ps(
     rs = check_ranks(topology, ranks, "sharded-ps")
     nbytes = check_nbytes(nbytes, "sharded-ps")
     n = len(rs)
-    chunks = chunk_multiple(chunks, n, "sharded-ps")
+    chunks = chunk_multiple(chunks, n, "sharded-ps", ranks=n)
     per = chunks // n
     b = ScheduleBuilder(topology, rs, nbytes, chunks, "sharded-ps", {"params": {"chunks": chunks}})
     src, dst = np.nonzero(~np.eye(n, dtype=bool))  # every ordered pair of different ranks

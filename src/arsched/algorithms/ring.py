@@ -51,7 +51,7 @@ def ring(
     if order not in ("auto", "given"):
         raise ArschedError(f"ring: order must be 'auto' or 'given', got {order!r}")
     n = len(rs)
-    chunks = chunk_multiple(chunks, n, "ring")
+    chunks = chunk_multiple(chunks, n, "ring", ranks=n)
     cycle = ring_order(topology, rs) if order == "auto" else rs
     b = ScheduleBuilder(
         topology, rs, nbytes, chunks, "ring", {"params": {"chunks": chunks, "order": list(cycle)}}

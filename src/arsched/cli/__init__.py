@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from arsched import limits
 from arsched.cli import cluster, experiments, network, runtime, schedules, train
 from arsched.errors import ArschedError
 
@@ -51,8 +52,21 @@ def _options(
             help="Show on stderr what the library decides (-v), and in detail (-vv).",
         ),
     ] = 0,
+    max_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--max-memory",
+            help=(
+                "Refuse at once any input that would need more memory than this, e.g. 64GB "
+                f"(default: half the machine's memory, or {limits.ENV})."
+            ),
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Options of every command, given before the command's name: `arsched -v schedule ...`."""
+    if max_memory is not None:
+        limits.set_max_memory(max_memory)
     if verbose:
         level = logging.INFO if verbose == 1 else logging.DEBUG
         logging.basicConfig(level=level, format="%(name)s: %(message)s", stream=sys.stderr, force=True)

@@ -74,7 +74,7 @@ class RoundState:
         is fastest."""
         ranks = check_ranks(topology, ranks, algorithm)
         if chunks is not None:
-            chunks = chunk_multiple(chunks, len(ranks), algorithm)
+            chunks = chunk_multiple(chunks, len(ranks), algorithm, ranks=len(ranks))
         return cls(best_engine(topology, ranks, nbytes, chunks, algorithm=algorithm)[1])
 
     @property

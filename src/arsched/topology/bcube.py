@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arsched.errors import TopologyError
+from arsched.limits import check_topology, power
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 
@@ -23,6 +24,8 @@ def bcube(
         raise TopologyError(f"bcube needs n >= 2 ports per switch, got n={n!r}")
     if not (is_int(k) and k >= 0):
         raise TopologyError(f"bcube needs level k >= 0, got k={k!r}")
+    servers = power(n, k + 1)
+    check_topology(f"bcube({n},{k})", servers, (k + 1) * power(n, k), 2 * (k + 1) * servers)
     bws = per_level(bandwidth, k + 1, "bandwidth", f"bcube({n},{k})")
     lats = per_level(latency, k + 1, "latency", f"bcube({n},{k})")
     num = n ** (k + 1)

@@ -10,17 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arsched.errors import TopologyError
+from arsched.limits import HUGE, check_topology
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
-
-MAX_SERVERS = 2_000_000
 
 
 def dcell_size(n: int, k: int) -> int:
-    """t_k, the number of servers of DCell(n, k)."""
-    t = n
+    """t_k, the number of servers of DCell(n, k) (saturated at `limits.HUGE`)."""
+    t = int(n)
     for _ in range(k):
+        if t >= HUGE:
+            return HUGE
         t = t * (t + 1)
-    return t
+    return min(t, HUGE)
 
 
 def dcell(
@@ -37,11 +38,11 @@ def dcell(
         raise TopologyError(f"dcell needs n >= 2 servers per DCell_0, got n={n!r}")
     if not (is_int(k) and k >= 0):
         raise TopologyError(f"dcell needs level k >= 0, got k={k!r}")
-    if dcell_size(n, k) > MAX_SERVERS:
-        raise TopologyError(f"dcell({n},{k}) would have {dcell_size(n, k)} servers; that is too many")
+    t = dcell_size(n, k)  # cables: one per server to its switch, and t/2 on every level
+    check_topology(f"dcell({n},{k})", t, t // n, 2 * t + k * t)
     bws = per_level(bandwidth, k + 1, "bandwidth", f"dcell({n},{k})")
     lats = per_level(latency, k + 1, "latency", f"dcell({n},{k})")
-    total = dcell_size(n, k)
+    total = t
     servers = [f"s{i}" for i in range(total)]
     switches = [f"w{j}" for j in range(total // n)]
     cables = [(servers[i], f"w{i // n}", bws[0], lats[0]) for i in range(total)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arsched.errors import TopologyError
+from arsched.limits import check_topology, product
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 
@@ -20,9 +21,11 @@ def fattree(
     """
     if not (is_int(k) and k >= 2 and k % 2 == 0):
         raise TopologyError(f"fattree needs an even number of ports k >= 2, got k={k!r}")
+    h = k // 2
+    servers = product((k, h, h))  # and as many cables on each of the three levels
+    check_topology(f"fattree({k})", servers, product((5, k, k)) // 4, 6 * servers)
     bws = per_level(bandwidth, 3, "bandwidth", f"fattree({k})")
     lats = per_level(latency, 3, "latency", f"fattree({k})")
-    h = k // 2
     hosts = [f"s{i}" for i in range(k * h * h)]
     edges = [f"e{p}_{j}" for p in range(k) for j in range(h)]
     aggs = [f"a{p}_{j}" for p in range(k) for j in range(h)]

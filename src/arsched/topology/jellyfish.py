@@ -14,6 +14,7 @@ from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
 from arsched.errors import TopologyError
+from arsched.limits import check_topology, product
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 _RANDOM_TRIES = 64
@@ -128,6 +129,8 @@ def jellyfish(
         )
     if not (is_int(seed) and seed >= 0):
         raise TopologyError(f"jellyfish needs a seed that is a non-negative integer, got seed={seed!r}")
+    servers = product((switches, ports - net_ports))  # and at most switches * net_ports / 2 cables
+    check_topology(name, servers, int(switches), 2 * servers + product((switches, net_ports)))
     bws = per_level(bandwidth, 2, "bandwidth", name)
     lats = per_level(latency, 2, "latency", name)
     rng = np.random.default_rng(seed)

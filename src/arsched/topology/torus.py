@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.errors import TopologyError
+from arsched.limits import check_topology, product
 from arsched.topology.core import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, Topology, is_int, per_level
 
 
@@ -24,12 +25,13 @@ def torus(
     dims = tuple(dims)
     if not dims or not all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims):
         raise TopologyError(f"torus needs dimension sizes >= 1, got {dims!r}")
-    if int(np.prod(dims)) < 2:
+    num = product(dims)
+    if num < 2:
         raise TopologyError(f"torus {dims!r} has fewer than two servers")
     name = "torus(" + "x".join(str(d) for d in dims) + ")"
+    check_topology(name, num, 0, sum(2 * num if d > 2 else num if d == 2 else 0 for d in dims))
     bws = per_level(bandwidth, len(dims), "bandwidth", name)
     lats = per_level(latency, len(dims), "latency", name)
-    num = int(np.prod(dims))
     servers = [f"s{i}" for i in range(num)]
     coords = np.array(np.unravel_index(np.arange(num), dims)).T
     cables = []
@@ -50,6 +52,7 @@ def ring(n: int, bandwidth: float = DEFAULT_BANDWIDTH, latency: float = DEFAULT_
     """n servers on a bidirectional ring (a 1-D torus)."""
     if not (is_int(n) and n >= 2):
         raise TopologyError(f"ring needs n >= 2 servers, got n={n!r}")
+    check_topology(f"ring({n})", int(n), 0, 2 * int(n) if n > 2 else 2)
     (bw,), (lat,) = per_level(bandwidth, 1, "bandwidth", "ring"), per_level(latency, 1, "latency", "ring")
     t = torus((n,), bw, lat)
     return Topology(f"ring({n})", [(s, t.kind(s)) for s in t.nodes], t.links)
