@@ -167,3 +167,21 @@ def test_a_ring_checks_its_chunks_with_its_own_ranks(monkeypatch):
         build("ring", torus((4,)), None, 1e6, chunks=1000)
     monkeypatch.setenv(ENV, "10MB")
     assert len(build("ring", torus((4,)), None, 1e6, chunks=1000)) == 6000
+
+
+def test_compare_lists_an_algorithm_over_the_limit_with_the_reason():
+    """One algorithm over the memory limit does not stop the others (`arsched compare`)."""
+    from arsched.algorithms.evaluate import evaluate
+    from arsched.topology import parse_spec
+
+    row = evaluate(parse_spec("ring:n=4"), "ring", 1e6, params={"chunks": 10**12})
+    assert row.transfers == 0 and "memory" in row.note and row.time_s != row.time_s  # nan
+
+
+def test_a_cluster_of_too_many_gpus_is_refused_before_it_is_built(monkeypatch):
+    from arsched.cluster import parse_cluster
+
+    monkeypatch.setenv(ENV, "8GB")
+    with pytest.raises(LimitError, match="65,536 servers with 4,096 GPUs each"):
+        parse_cluster("fattree:k=64,gpus=4096")
+    parse_cluster("fattree:k=64,gpus=8")  # the same network with real servers fits

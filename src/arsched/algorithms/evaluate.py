@@ -9,6 +9,7 @@ from typing import Any
 
 from arsched.algorithms.registry import NotApplicable, algorithms, build
 from arsched.defaults import default_alpha
+from arsched.limits import LimitError
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology.core import Topology
 
@@ -51,7 +52,7 @@ def evaluate(
     t0 = time.perf_counter()
     try:
         schedule = build(name, topology, None, size, **(params or {}))
-    except NotApplicable as e:
+    except (NotApplicable, LimitError) as e:  # listed with the reason; the others still run
         return Evaluation(name, size, nan, None, nan, nan, nan, nan, nan, 0, str(e))
     synthesis = time.perf_counter() - t0
     report = validate(schedule)

@@ -14,6 +14,7 @@ import numpy as np
 
 from arsched.cluster.csvfile import read_csv
 from arsched.errors import ArschedError
+from arsched.limits import check_cluster
 from arsched.topology import Topology, leafspine, parse_spec, star
 from arsched.topology.io import HOSTLIST_COLUMNS
 from arsched.units import parse_bandwidth
@@ -43,6 +44,7 @@ class Cluster:
         if not 0 < self.intra_bandwidth < np.inf:
             raise ArschedError(f"intra-server bandwidth must be finite and > 0, got {self.intra_bandwidth}")
         self.name = self.name or self.topology.name
+        check_cluster(self.name, len(self.topology.servers), self.gpus_per_server)
         c = self.topology.compiled
         servers = self.topology.servers
         first = []
