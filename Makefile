@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sweep.py
 	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --steps 8000 --phases 6 --general-steps 8000
 	$(BIN)/python benchmarks/bench_cluster.py
+	$(BIN)/python benchmarks/bench_fuzz.py
 
 pictures: $(STAMP)
 	$(BIN)/python docs/pictures.py

@@ -5,9 +5,11 @@ The profile is deterministic (`derandomize`: the examples follow from each test'
 run fails the same way every time, and no example database is kept), has no deadline (a loaded
 2-core machine must not turn slow examples into failures) and accepts slow data generation.
 A test that needs a different number of examples says so with `@settings(max_examples=...)`,
-which inherits the rest of the profile.
+which inherits the rest of the profile. `ARSCHED_FUZZ_SEED` (set by benchmarks/bench_fuzz.py)
+switches to seeded random examples for a long campaign outside CI.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -26,4 +28,5 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile("arsched")
+settings.register_profile("campaign", parent=settings.get_profile("arsched"), derandomize=False)
+settings.load_profile("campaign" if os.environ.get("ARSCHED_FUZZ_SEED") else "arsched")

@@ -4,6 +4,7 @@ still gets `validate` and `simulate` to end with exit 0, 1 or 2, and exit 2 with
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -27,6 +28,7 @@ def _locations(obj: Any, here: tuple = ()) -> list[tuple]:
 
 
 LOCATIONS = _locations(BASE)
+EXAMPLES = int(os.environ.get("ARSCHED_FUZZ_EXAMPLES", "60"))  # benchmarks/bench_fuzz.py raises it
 
 EXTREME = st.one_of(
     st.sampled_from([10**400, -(10**400), 2**63, 2**63 - 1, -(2**63), 10**18, 0, -1, 1]),
@@ -53,7 +55,7 @@ def test_the_base_schedule_is_valid(capsys, tmp_path):
     assert code == 0, out
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(LOCATIONS), EXTREME), min_size=1, max_size=3))
 def test_mutated_schedule_keeps_the_contract(capsys, edits):
     obj = json.loads(json.dumps(BASE))
