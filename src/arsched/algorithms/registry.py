@@ -12,6 +12,7 @@ lookup.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -39,6 +40,15 @@ class Algorithm:
     name: str
     build: Builder
     summary: str
+
+    @property
+    def parameters(self) -> tuple[str, ...] | None:
+        """The builder's own parameters (after topology, ranks, nbytes), which `params` may set;
+        None where it takes any keyword."""
+        takes = list(inspect.signature(self.build).parameters.values())
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes):
+            return None
+        return tuple(p.name for p in takes[3:] if p.kind is not inspect.Parameter.VAR_POSITIONAL)
 
 
 _REGISTRY: dict[str, Algorithm] = {}

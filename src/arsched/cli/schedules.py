@@ -173,15 +173,10 @@ def schedule(
 def _check_params(algorithm: str, params: dict[str, object]) -> None:
     """Refuse options the algorithm's builder does not take (tree-packing has no chunk count),
     naming the parameters it does take."""
-    import inspect
-
     from arsched.algorithms import get
 
-    signature = inspect.signature(get(algorithm).build)
-    takes = list(signature.parameters)[3:]  # after topology, ranks, nbytes
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
-        return
-    unknown = [k for k in params if k not in takes]
+    takes = get(algorithm).parameters
+    unknown = [] if takes is None else [k for k in params if k not in takes]
     if unknown:
         raise ArschedError(
             f"{algorithm} takes no --{unknown[0]}; its parameters are {', '.join(takes) or 'none'} "

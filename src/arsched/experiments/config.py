@@ -41,7 +41,6 @@ from arsched.units import parse_size, parse_time
 NAME_BYTES = 100  # longest config name (it names the results folder)
 MAX_CONFIG_BYTES = 1_000_000  # a config is a page of YAML; this is far past any real one
 MAX_CONFIG_VALUES = 1_000_000  # values with YAML aliases expanded: more than a 1 MB file holds without them
-FIXED = ("topology", "ranks", "nbytes")  # builder arguments a task gives, never an algorithm's `params`
 
 
 class ConfigError(ArschedError):
@@ -72,13 +71,8 @@ class AlgorithmSpec(_Block):
         """Parameters the builder does not take fail here, when the config loads, not per task."""
         from arsched.algorithms import get
 
-        takes = inspect.signature(get(self.name).build).parameters.values()
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes):
-            return self
-        own = [
-            p.name for p in takes if p.name not in FIXED and p.kind is not inspect.Parameter.VAR_POSITIONAL
-        ]
-        for key in self.params:
+        own = get(self.name).parameters
+        for key in self.params if own is not None else ():
             if key not in own:
                 raise ValueError(f"{self.name} has no parameter {key!r}; it takes {', '.join(own) or 'none'}")
         return self
