@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from arsched.errors import ArschedError
-from arsched.fileio import write_atomic
+from arsched.fileio import parse_json, read_text, write_atomic
 from arsched.rl import features as ft
 from arsched.rl.config import LEVELS, NET_ARCH
 from arsched.rl.policy import make_policy
@@ -74,14 +74,7 @@ def read_meta(folder: Path) -> dict[str, Any]:
         )
     if path.stat().st_size > MAX_META_BYTES:
         raise ArschedError(f"{path} has {path.stat().st_size} bytes, more than a {META}'s {MAX_META_BYTES}")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ArschedError(f"{path} is not valid JSON: {e.msg}") from None
-    except UnicodeDecodeError:
-        raise ArschedError(f"{path} is not UTF-8 text") from None
-    except RecursionError:
-        raise ArschedError(f"{path} is nested too deeply to be an hrl checkpoint's {META}") from None
+    meta = parse_json(read_text(path, "checkpoint file"), str(path))
     if not isinstance(meta, dict):
         raise ArschedError(f"{path} holds a JSON {type(meta).__name__}, not the object of an hrl checkpoint")
     if meta.get("format") != FORMAT:
