@@ -36,6 +36,7 @@ from pydantic import (
 )
 
 from arsched.errors import ArschedError
+from arsched.fileio import read_text
 from arsched.units import parse_size, parse_time
 
 NAME_BYTES = 100  # longest config name (it names the results folder)
@@ -272,12 +273,9 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"config {p} {'is a folder, not a YAML file' if p.is_dir() else 'does not exist'}")
     if p.stat().st_size > MAX_CONFIG_BYTES:
         raise ConfigError(f"config {p} has {p.stat().st_size} bytes, more than a config's {MAX_CONFIG_BYTES}")
+    text = read_text(p, "config", ConfigError)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"config {p} is not UTF-8 text (byte {e.start} is {e.object[e.start]:#04x})"
-        ) from None
+        data = yaml.safe_load(text)
     except RecursionError:
         raise ConfigError(f"config {p} is nested too deeply to be a config") from None
     except yaml.YAMLError as e:
