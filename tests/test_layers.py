@@ -17,7 +17,8 @@ import arsched
 ROOT = Path(arsched.__file__).parent
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("units", "errors", "fileio", "defaults", "csr", "limits"),  # base: no arsched imports but each other
+    # base: no arsched imports but each other
+    ("units", "errors", "fileio", "defaults", "csr", "limits", "lifeline"),
     ("topology",),
     ("collective", "bounds"),
     ("sim", "runtime"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fcntl
 import os
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from arsched.errors import ArschedError
@@ -68,20 +70,28 @@ def test_a_half_written_row_is_cut_and_redone(small_config, tmp_path):
     assert all(r["wall_s"] for r in rows)
 
 
-def test_killed_sweep_resumes_with_exactly_one_row_per_task(tmp_path):
+def test_killed_sweep_leaves_no_process_and_resumes_with_one_row_per_task(tmp_path):
     config = tmp_path / "kill.yaml"
     config.write_text(KILL_CONFIG)
     out = tmp_path / "r"
     tasks = expand(load_config(config))
     cmd = [sys.executable, "-m", "arsched.cli", "sweep", str(config), "--out", str(out), "--workers", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while len(_ids(out)) < 10 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, mid-run
-    proc.wait()
-    killed_at = len(_ids(out))
-    assert 10 <= killed_at < len(tasks), (killed_at, proc.stderr.read())
+    try:
+        deadline = time.monotonic() + 60
+        while len(_ids(out)) < 10 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        children = psutil.Process(proc.pid).children(recursive=True)  # pool workers, resource tracker
+        proc.kill()  # the sweep alone, mid-run: its workers must end by themselves
+        proc.wait()
+        killed_at = len(_ids(out))
+        assert 10 <= killed_at < len(tasks), (killed_at, proc.stderr.read())
+        assert len(children) >= 2
+        _, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, [" ".join(p.cmdline()) for p in alive]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     code = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert code.returncode == 0, code.stderr
     ids = _ids(out)

@@ -48,6 +48,7 @@ COMMANDS = {
         ("simulate", "{in}", "--model", "rounds"),
         ("export", "{in}", "-o", "{out}.xml"),
         ("bound", "-t", "{in}", "--json"),  # a schedule file carries its topology
+        ("run", "{in}", "--repeat", "1", "--timeout", "20"),  # the valid ones on real processes
     ],
     "topologies": [
         ("topology", "{in}", "--json"),

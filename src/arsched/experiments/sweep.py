@@ -22,6 +22,7 @@ from typing import Any
 from arsched.errors import ArschedError
 from arsched.experiments.tasks import KINDS, Task, execute
 from arsched.fileio import write_atomic
+from arsched.lifeline import die_with_parent
 
 Outcome = tuple[str, dict[str, Any] | None, str | None]
 
@@ -118,8 +119,14 @@ def run_local(tasks: Sequence[Task], folder: Path, workers: int) -> Iterator[Out
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # spawn: no fork of a process that holds threads (rich's refresh, BLAS pools)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # spawn: no fork of a process that holds threads (rich's refresh, BLAS pools); workers end
+    # with this process even when it is killed outright
+    with ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         futures = [pool.submit(execute, t, folder) for t in tasks]
         try:
             for fut in as_completed(futures):
