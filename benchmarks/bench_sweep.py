@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from arsched.experiments import expand, load_config, read_rows, sweep
-from arsched.viz.experiments import by_spec, finished, labels_of, topology_title
+from arsched.viz.experiments import by_spec, in_model, labels_of, topology_title
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _table import markdown, publish
@@ -38,7 +38,7 @@ def main(config: Path, workers: int) -> None:
         raise SystemExit(f"{len(summary.failures)} tasks failed: {summary.failures[0][1]}")
     efficiency = sum(float(r["wall_s"]) for r in rows + trained) / (wall * workers)
     top = max(float(r["bytes"]) for r in rows)
-    done = [r for r in finished(rows) if float(r["bytes"]) == top and r["fifo"] == "False"]
+    done = [r for r in in_model(rows, "flow") if float(r["bytes"]) == top]
     labels = labels_of(done)
     cell: dict[tuple[str, str, str], str] = {}
     for r in done:

@@ -35,7 +35,7 @@ def test_defaults_and_shorthands(small_config):
     block = load_config(small_config).runs[0]
     assert [a.name for a in block.algorithms] == ["ps", "ring", "rhd"]
     assert block.algorithms[2].label == "halving-doubling"
-    assert block.fifo == [False]
+    assert block.fifo == [True]
 
 
 @pytest.mark.parametrize(

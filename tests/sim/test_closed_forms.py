@@ -128,7 +128,7 @@ def test_mixed_bandwidths_use_the_bottleneck():
         t, t.servers, 4e6, n, ring_allreduce(ring(n), ring(n).servers, 4e6).transfers, algorithm="ring"
     )
     for synchronous in (False, True):
-        res = simulate_flow(s, 0.0, synchronous=synchronous)
+        res = simulate_flow(s, 0.0, synchronous=synchronous, fifo=False)
         _, done = reference_flow(s, 0.0, synchronous)
         np.testing.assert_allclose(res.end, done, rtol=1e-9)
     # with a barrier each step lasts as long as its transfer over the slow link, alone on it

@@ -62,9 +62,9 @@ QUIET_RUNS = [(case, sync) for case in QUIET for sync in (False, True) if sync o
 @pytest.mark.parametrize(("case", "synchronous"), QUIET_RUNS)
 def test_sweep_equals_forced_event_simulation(case, alpha, synchronous):
     s = QUIET[case]()
-    r = simulate_flow(s, alpha, synchronous=synchronous)
+    r = simulate_flow(s, alpha, synchronous=synchronous, fifo=False)
     assert r.notes == {"method": "sweep"}
-    e = simulate_flow(s, alpha, synchronous=synchronous, method="events")
+    e = simulate_flow(s, alpha, synchronous=synchronous, fifo=False, method="events")
     assert e.notes["method"] == "events" and e.notes["event_instants"] >= 1
     assert e.start == pytest.approx(r.start, rel=REL, abs=REL * r.time_s)
     assert e.end == pytest.approx(r.end, rel=REL, abs=REL * r.time_s)
@@ -119,11 +119,11 @@ CONTENDED = _contended_cases()
 def test_contended_schedules_use_the_event_simulation(case, alpha, synchronous):
     s = CONTENDED[case]()
     assert shares_a_link_in_step0(s)  # the precondition, checked independently
-    r = simulate_flow(s, alpha, synchronous=synchronous)
+    r = simulate_flow(s, alpha, synchronous=synchronous, fifo=False)
     assert r.notes["method"] == "events"
     assert r.notes["event_instants"] >= 2
     # forcing the event simulation gives exactly the same result
-    e = simulate_flow(s, alpha, synchronous=synchronous, method="events")
+    e = simulate_flow(s, alpha, synchronous=synchronous, fifo=False, method="events")
     assert np.array_equal(e.end, r.end) and np.array_equal(e.start, r.start)
     assert e.notes == r.notes
 
@@ -155,7 +155,7 @@ REFERENCE = {
 def test_flow_model_matches_the_reference(case, synchronous):
     s = REFERENCE[case]()
     alpha = 2e-6
-    r = simulate_flow(s, alpha, synchronous=synchronous)
+    r = simulate_flow(s, alpha, synchronous=synchronous, fifo=False)
     ready, done = reference_flow(s, alpha, synchronous)
     np.testing.assert_allclose(r.end, done, rtol=1e-7)
     np.testing.assert_allclose(r.start, ready, rtol=1e-7, atol=1e-15)
@@ -165,7 +165,7 @@ def test_flow_model_matches_the_reference(case, synchronous):
 @settings(max_examples=20)
 @given(allreduce_schedules(max_ranks=6), st.sampled_from([0.0, 1e-6, 5e-6]), st.booleans())
 def test_property_flow_model_equals_the_reference(s, alpha, synchronous):
-    r = simulate_flow(s, alpha, synchronous=synchronous)
+    r = simulate_flow(s, alpha, synchronous=synchronous, fifo=False)
     ready, done = reference_flow(s, alpha, synchronous)
     assert r.start == pytest.approx(ready, rel=1e-7, abs=1e-9 * r.time_s)
     assert r.end == pytest.approx(done, rel=1e-7, abs=1e-9 * r.time_s)

@@ -135,7 +135,7 @@ def test_three_flows_timing_by_hand(c1, c2, alpha):
     by link a->b at c1/2 each, so their rates do not change, and finish together."""
     l1, l2, chunk = 1e-6, 2e-6, 1e6
     s = three_flow_schedule(c1, c2, l1, l2, chunk)
-    r = simulate_flow(s, alpha)
+    r = simulate_flow(s, alpha, fifo=False)
     assert r.notes["method"] == "events"
     t_c = alpha + chunk / (c2 - c1 / 2)
     t_ab = alpha + chunk / (c1 / 2)
@@ -157,7 +157,7 @@ def test_rates_change_when_a_late_flow_joins_and_leaves(alpha):
         Transfer(1, 0, "b", "c", "reduce", ("b", "c")),  # B: reads (b, 0), written by A
     ]
     s = Schedule.from_transfers(line(c1, c2, l1, l2), ("a", "b", "c"), 2 * chunk, 2, rows)
-    r = simulate_flow(s, alpha)
+    r = simulate_flow(s, alpha, fifo=False)
     a_done = alpha + chunk / c1 + l1
     b_send = a_done + alpha
     c_left = chunk - c2 * (b_send - alpha)  # bytes C still has when B joins

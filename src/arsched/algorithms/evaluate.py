@@ -40,7 +40,7 @@ def evaluate(
     size: float,
     model: str = "flow",
     alpha: float | None = None,
-    fifo: bool = False,
+    fifo: bool = True,
     params: dict[str, Any] | None = None,
 ) -> Evaluation:
     """Build one algorithm at one size (with builder `params`), validate the schedule and simulate
@@ -70,9 +70,9 @@ def evaluate_all(
     names: Sequence[str] | None = None,
     model: str = "flow",
     alpha: float | None = None,
-    fifo: bool = False,
+    fifo: bool = True,
 ) -> list[Evaluation]:
     """Build, validate and simulate every algorithm at every size (rows in that order);
-    `fifo` runs the flow model with in-order connections."""
+    `fifo=False` runs the flow model with every ready transfer sent at once."""
     names = list(names) if names else [a.name for a in algorithms()]
     return [evaluate(topology, name, size, model, alpha, fifo) for name in names for size in sizes]

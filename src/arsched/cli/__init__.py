@@ -12,8 +12,9 @@ own inputs, the GPU-cluster scheduler (job traces and clusters, not schedules), 
 `arsched cluster run|compare|schedulers`. The same option means the same thing everywhere:
 `-t/--topology` a topology spec or file, `-s/--size` bytes per rank, `-a/--algorithm(s)`
 algorithm names, `-o/--out` the file or folder written, `--json` machine-readable output on
-stdout, `--model flow|rounds`, `--alpha` the per-transfer overhead, `--fifo` in-order
-connections, `--plot` pictures (a PNG file; a folder for `cluster compare`, which draws three).
+stdout, `--model flow|rounds`, `--alpha` the per-transfer overhead, `--fifo/--no-fifo` in-order
+connections (the default) or not, `--plot` pictures (a PNG file; a folder for `cluster compare`,
+which draws three).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
@@ -22,6 +23,13 @@ SPEC_HELP = (
     + ", ".join(f"'{e}'" for e in SPEC_EXAMPLES[:5])
     + " (add bandwidth=100Gbps, latency=1us, one value or one per level joined by '/'), "
     "or a file: .json, .graphml, or a .csv host list with columns ip,DSW,PSW,ASW."
+)
+
+# the flow model's connection discipline, in `simulate` and `compare` alike
+FIFO_OPTION = typer.Option(
+    "--fifo/--no-fifo",
+    help="Flow model: each connection carries its steps in order, as NCCL channels and MSCCL thread "
+    "blocks do (the default); --no-fifo sends every ready transfer at once.",
 )
 
 out = Console()

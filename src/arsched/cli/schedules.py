@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from arsched.cli.common import SPEC_HELP, check_output, emit_json, out, show
+from arsched.cli.common import FIFO_OPTION, SPEC_HELP, check_output, emit_json, out, show
 from arsched.cli.network import check_finite
 from arsched.errors import ArschedError
 
@@ -48,12 +48,7 @@ def simulate(
         str | None, typer.Option(help="Per-transfer overhead, e.g. 5us (default 5us for flow, 0 for rounds).")
     ] = None,
     sync: Annotated[bool, typer.Option("--sync", help="Flow model: a barrier between steps.")] = False,
-    fifo: Annotated[
-        bool,
-        typer.Option(
-            "--fifo", help="Flow model: each connection carries its steps in order, like a runtime channel."
-        ),
-    ] = False,
+    fifo: Annotated[bool, FIFO_OPTION] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
     plot: Annotated[
         Path | None, typer.Option(help="Write link utilisation and a transfer timeline to a PNG.")
@@ -196,9 +191,7 @@ def compare(
     alpha: Annotated[
         str | None, typer.Option(help="Per-transfer overhead (default 5us flow, 0 rounds).")
     ] = None,
-    fifo: Annotated[
-        bool, typer.Option("--fifo", help="Flow model: connections carry their steps in order.")
-    ] = False,
+    fifo: Annotated[bool, FIFO_OPTION] = True,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="Also write the rows to a CSV file.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Bar chart of the gaps to a PNG.")] = None,
 ) -> None:
@@ -227,7 +220,8 @@ def compare(
             get(name)
     topo = parse_spec(topology_spec)
     rows = evaluate_all(topo, sizes, names, model, parse_time(alpha) if alpha is not None else None, fifo)
-    table = Table(title=f"{topo.name}, {model} model" + (", FIFO connections" if fifo else ""))
+    at_once = model == "flow" and not fifo
+    table = Table(title=f"{topo.name}, {model} model" + (", every transfer at once" if at_once else ""))
     cols = ["algorithm", "MB", "time ms", "bound ms", "gap", "busbw Gb/s", "synth ms"]
     cols += ["rounds"] if model == "rounds" else []
     for col in cols:  # names never cut: the numeric columns' headers wrap instead (see show)

@@ -112,7 +112,7 @@ class AlgorithmRuns(_Block):
     sizes: list[Size] = Field(default_factory=lambda: ["1MB", "256MB"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     models: list[Literal["flow", "rounds"]] = Field(default_factory=lambda: ["flow"], min_length=1)
-    fifo: list[bool] = Field(default_factory=lambda: [False], min_length=1)
+    fifo: list[bool] = Field(default_factory=lambda: [True], min_length=1)  # in-order connections
     alpha: str | None = None
 
     @field_validator("algorithms", mode="before")

@@ -64,11 +64,7 @@ def _means_by_label(rows: Sequence[dict[str, str]], column: str, labels: Sequenc
 
 def gap_table(rows: Sequence[dict[str, str]], model: str, nbytes: float) -> str:
     """Topologies × algorithms: mean gap to the bound (over seeds) at one size, best in bold."""
-    rows = [
-        r
-        for r in plots.finished(rows)
-        if r["model"] == model and r["fifo"] == "False" and float(r["bytes"]) == nbytes
-    ]
+    rows = [r for r in plots.in_model(rows, model) if float(r["bytes"]) == nbytes]
     if not rows:
         return ""
     labels = plots.labels_of(rows)

@@ -161,7 +161,7 @@ def simulate_flow(
     alpha: float = DEFAULT_ALPHA,
     synchronous: bool = False,
     trace: bool = False,
-    fifo: bool = False,
+    fifo: bool = True,
     method: str = "auto",
 ) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
@@ -169,8 +169,11 @@ def simulate_flow(
     `synchronous=True` puts a barrier between steps. The result notes which exact method ran
     (`method`: 'sweep' when no link was ever shared at once, else 'events'). `trace=True` keeps
     the exact per-link rates of the event simulation for plots (`SimResult.link_rate_trace`).
-    `fifo=True` serialises each connection's steps like a runtime channel (pipelined trees
-    stream their chunks instead of sending them all at once). `method='events'` runs the event
+    `fifo=True` (the default) serialises each (source, destination) connection's steps, as a
+    runtime's channels do (NCCL channels, MSCCL thread blocks): pipelined trees stream their
+    chunks. `fifo=False` sends every transfer as soon as its data is ready, all steps of a
+    connection at once, an idealisation no runtime implements (docs/architecture.md, "The
+    default flow model"). `method='events'` runs the event
     simulation even where the sweep would do (both are exact, so only the cost differs); the
     default 'auto' takes the sweep whenever it is exact.
     """

@@ -25,6 +25,13 @@ def finished(rows: Rows) -> list[dict[str, str]]:
     return [r for r in rows if not r["note"] and r["gap"] and math.isfinite(float(r["gap"]))]
 
 
+def in_model(rows: Rows, model: str) -> list[dict[str, str]]:
+    """Finished rows of `model` as simulated by default: the flow model with in-order
+    connections (rows with `fifo` off are the all-at-once variant, shown only where asked)."""
+    fifo = "True" if model == "flow" else "False"
+    return [r for r in finished(rows) if r["model"] == model and r["fifo"] == fifo]
+
+
 def topology_title(rows: Rows) -> str:
     """A topology group's title: its name, or its spec and the number of seeds."""
     names = sorted({r["topology_name"] for r in rows})
@@ -92,7 +99,7 @@ def gap_bars(rows: Rows, model: str = "flow") -> bytes | None:
 
 def gap_figure(rows: Rows, model: str = "flow"):
     """The figure of `gap_bars` (None if no rows fit), for a caller that adds to it."""
-    rows = [r for r in finished(rows) if r["model"] == model and r["fifo"] == "False"]
+    rows = in_model(rows, model)
     if not rows:
         return None
     groups = by_spec(rows)
@@ -128,7 +135,7 @@ def gap_figure(rows: Rows, model: str = "flow"):
 
 def time_vs_size(rows: Rows) -> bytes | None:
     """Per topology: flow-model time against message size for every algorithm, the bound dashed."""
-    rows = [r for r in finished(rows) if r["model"] == "flow" and r["fifo"] == "False"]
+    rows = in_model(rows, "flow")
     groups = {k: g for k, g in by_spec(rows).items() if len({r["bytes"] for r in g}) > 1}
     if not groups:
         return None
