@@ -429,3 +429,49 @@ def test_twin_servers_share_their_max_flows():
     fast, plain = allgather_cut(t), allgather_cut(t, shortcuts=False)
     assert fast.ranks_inside == 12 and fast.seconds_per_byte == plain.seconds_per_byte  # all racks but one
     assert fast.maxflows < plain.maxflows / 2
+
+
+@pytest.mark.parametrize("spec", ["torus:dims=8x8", "bcube:n=8,k=1", "ring:n=64", "dcell:n=7,k=1"])
+@pytest.mark.parametrize("seed", range(4))
+def test_checked_automorphisms_keep_the_plain_result(spec, seed):
+    """Networks with many ranks and no twins: the automorphisms found (and checked) merge
+    the ranks' tests; reweighted or one-way copies break the symmetry, and a wrongly
+    trusted map would show here as a different cut."""
+    base = parse_spec(spec)
+    rng = np.random.default_rng(seed)
+    values = [[1e9], [1e9, 2e9], [1e9, 1.3e9, 4e9], [1e9, 2e9]][seed]
+    t = base if seed == 0 else _reweighted(base, rng, values, directed=seed == 3)
+    try:
+        latency_bound(t)
+    except BoundError:
+        return
+    assert_same_as_plain(t)
+    if seed == 0 and spec in ("torus:dims=8x8", "ring:n=64"):
+        assert allgather_cut(t).maxflows < allgather_cut(t, shortcuts=False).maxflows / 4
+
+
+def test_only_checked_maps_count_as_automorphisms():
+    """The Frucht graph is 3-regular (colour refinement cannot tell its nodes apart) yet has no
+    automorphism but the identity: every candidate map is proposed and rejected by the check."""
+    from arsched.bounds import _CutSearch, _Symmetry
+
+    g = nx.DiGraph()
+    g.add_nodes_from((f"s{u}", {"kind": "server"}) for u in range(12))
+    for u, v in nx.frucht_graph().edges:
+        g.add_edge(f"s{u}", f"s{v}", bandwidth=1e9, latency=1e-6)
+        g.add_edge(f"s{v}", f"s{u}", bandwidth=1e9, latency=1e-6)
+    t = Topology.from_networkx(g, name="frucht")
+    search = _CutSearch(t, tuple(t.servers))
+    sym = _Symmetry(search)
+    sym.budget = 10**6
+    base = sym.refine(sym.is_rank.astype(np.uint64))
+    assert len(np.unique(base)) == 1
+    idx = search.rank_idx
+    assert all(sym.mapping(base, int(idx[0]), int(v)) is None for v in idx[1:])
+    assert sym.is_automorphism(np.arange(search.n))
+    swap = np.arange(search.n)
+    swap[[idx[0], idx[1]]] = swap[[idx[1], idx[0]]]
+    assert not sym.is_automorphism(swap)
+    torus_search = _CutSearch(torus((4, 4)), tuple(torus((4, 4)).servers))
+    shift = (np.arange(16) + 4) % 16  # one step along the first axis of the row-major 4x4 torus
+    assert _Symmetry(torus_search).is_automorphism(shift)

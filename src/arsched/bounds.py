@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, dijkstra, maximum_flow
+from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra, maximum_flow
 
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
@@ -110,13 +110,15 @@ class _CutSearch:
        rate, both packings are one breadth-first tree each.
     2. Symmetry. A rank's test at ratio r asks whether some S without it beats r. It has the
        same answer for every rank of its orbit under the automorphisms of the flow network
-       (permutations of the nodes that keep the rank set and every link's integer capacity),
-       and a test that passes at r passes at every larger r. The only automorphisms used are
-       transpositions of twin ranks (same in- and out-neighbours with the same capacities, not
-       linked to each other), each of which is an automorphism by inspection. The search keeps
-       the plain order of tests and skips a test whose rank's orbit already passed at a ratio
-       no larger than the current one: each skipped test would have passed, so the sequence of
-       cuts, and the result, is the plain search's.
+       (permutations of the nodes that keep the rank set and every link's integer capacity,
+       hence the source's arcs), and a test that passes at r passes at every larger r. The
+       automorphisms used are transpositions of twin ranks (same in- and out-neighbours at the
+       same capacities; an automorphism by inspection) and maps that `_Symmetry` proposes by
+       colour refinement and then checks link by link; the orbits are the connected
+       components of the ranks joined to their images. The search keeps the plain order of
+       tests and skips a test whose rank's orbit already passed at a ratio no larger than the
+       current one: each skipped test would have passed, so the sequence of cuts, and the
+       result, is the plain search's.
     """
 
     def __init__(self, topology: Topology, ranks: tuple[str, ...]) -> None:
@@ -223,7 +225,7 @@ class _CutSearch:
         n_ranks = len(self.rank_idx)
         if shortcuts and self.certified(a, b):
             return best[: self.n], self.test_ratio(a, b)[2]
-        orbit = self.twin_orbits() if shortcuts else np.arange(n_ranks)
+        orbit = self.orbits() if shortcuts else np.arange(n_ranks)
         passed: list[tuple[int, int] | None] = [None] * (int(orbit.max()) + 1)
         tolerance = 0.0
         since, k = 0, 0
@@ -332,6 +334,163 @@ class _CutSearch:
         wide = (rows[:, 0] > width) | (rows[:, 1] > width)
         orbit[wide] = orbit.max() + 1 + np.arange(int(wide.sum()))
         return orbit
+
+    def orbits(self) -> np.ndarray:
+        """Per rank position, its orbit under the group that twin transpositions and the
+        automorphisms `_Symmetry` finds (and checks) generate: connected components of the
+        graph joining every rank to its images."""
+        n_ranks = len(self.rank_idx)
+        twins = self.twin_orbits()
+        first = np.full(int(twins.max()) + 1, -1, dtype=np.int64)
+        first[twins[::-1]] = np.arange(n_ranks)[::-1]
+        pairs = [np.stack([np.arange(n_ranks), first[twins]])]
+        classes = int(twins.max()) + 1
+        if classes >= _SYMMETRY_MIN_CLASSES:
+            pairs += _Symmetry(self).generators(budget=max(16, classes // 4))
+        edges = np.concatenate(pairs, axis=1)
+        joined = sp.csr_array((np.ones(edges.shape[1]), (edges[0], edges[1])), shape=(n_ranks, n_ranks))
+        return connected_components(joined, directed=False)[1]
+
+
+# Looking for automorphisms costs colour refinements of the whole network, each about a few
+# max flows' time: only where there are many classes of twins, and at most one refinement
+# per 4 classes (16 at least), fewer than the max flows it may save.
+_SYMMETRY_MIN_CLASSES = 48
+_SYMMETRY_FAILURES = 4  # automorphism searches that may fail before the symmetry is left alone
+_SYMMETRY_STEPS = 48  # individualisations per automorphism search
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a well-spread 64-bit hash of each value."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+class _Symmetry:
+    """Automorphisms of a search's flow network, found by colour refinement with
+    individualisation and each checked link by link before it is used.
+
+    A candidate maps u to π(u); it is kept only if π is a permutation of the nodes that maps
+    the ranks onto the ranks and every link onto a link of the same integer capacity, i.e. an
+    automorphism of the flow network the max-flow tests run on (the source, tied to every
+    rank by the same arc, stays fixed). Hashing only proposes candidates; nothing unchecked is
+    trusted, and a failed search only costs max flows later.
+    """
+
+    def __init__(self, search: _CutSearch) -> None:
+        c, n = search.c, search.n
+        self.n, self.rank_idx = n, search.rank_idx
+        cap_class = np.unique(search.caps, return_inverse=True)[1].ravel().astype(np.uint64)
+        self.out = self._side(c.link_src, c.link_dst, cap_class)
+        self.inn = self._side(c.link_dst, c.link_src, cap_class)
+        key = c.link_src.astype(np.int64) * n + c.link_dst
+        order = np.argsort(key)
+        self.keys, self.key_caps = key[order], search.caps[order]
+        self.src, self.dst, self.caps = c.link_src.astype(np.int64), c.link_dst.astype(np.int64), search.caps
+        self.is_rank = np.zeros(n, dtype=bool)
+        self.is_rank[search.rank_idx] = True
+        self.rng = np.random.default_rng(0)  # seeded: the same generators, run after run
+        self.refines = 0
+        self.budget = 0
+
+    def _side(self, mine: np.ndarray, other: np.ndarray, cap_class: np.ndarray):
+        order = np.argsort(mine, kind="stable")
+        counts = np.bincount(mine, minlength=self.n)
+        starts = np.cumsum(counts) - counts
+        busy = np.flatnonzero(counts)
+        return other[order].astype(np.int64), cap_class[order], busy, starts[busy]
+
+    def _sums(self, colour: np.ndarray, side) -> np.ndarray:
+        other, cap_class, busy, starts = side
+        with np.errstate(over="ignore"):
+            h = _mix(colour[other] * np.uint64(1_000_003) + cap_class)
+        out = np.zeros(self.n, dtype=np.uint64)
+        if len(busy):
+            out[busy] = np.add.reduceat(h, starts)
+        return out
+
+    def refine(self, colour: np.ndarray) -> np.ndarray:
+        """The coarsest stable refinement; colours are hash values (uint64), so two colourings
+        are compared by value and a colour means the same thing in both."""
+        self.refines += 1
+        count = len(np.unique(colour))
+        while True:
+            with np.errstate(over="ignore"):
+                key = _mix(colour) ^ _mix(self._sums(colour, self.out))
+                colour = key * np.uint64(3) + _mix(self._sums(colour, self.inn) ^ np.uint64(0x5BD1E995))
+            now = len(np.unique(colour))
+            if now == count:
+                return colour
+            count = now
+
+    @staticmethod
+    def _single(colour: np.ndarray, v: int) -> np.ndarray:
+        out = colour.copy()
+        out[v] = _mix(colour[v : v + 1] ^ np.uint64(0x2545F4914F6CDD1D))[0]
+        return out
+
+    def mapping(self, base: np.ndarray, u: int, v: int) -> np.ndarray | None:
+        """A checked automorphism taking u to v, or None if the search finds none."""
+        a, b = self.refine(self._single(base, u)), self.refine(self._single(base, v))
+        for _ in range(_SYMMETRY_STEPS):
+            if self.refines > self.budget:
+                return None
+            values, sizes = np.unique(a, return_counts=True)
+            if not np.array_equal(np.sort(a), np.sort(b)):
+                return None
+            if sizes.max() == 1:
+                perm = np.empty(self.n, dtype=np.int64)
+                perm[np.argsort(a)] = np.argsort(b)
+                return perm if self.is_automorphism(perm) else None
+            cell = values[np.argmax(sizes > 1)]
+            x = int(np.argmax(a == cell))
+            y = int(self.rng.choice(np.flatnonzero(b == cell)))  # random images: few generators
+            a, b = self.refine(self._single(a, x)), self.refine(self._single(b, y))
+        return None
+
+    def is_automorphism(self, perm: np.ndarray) -> bool:
+        """perm maps ranks onto ranks and every link onto a link of the same capacity."""
+        if not self.is_rank[perm[self.rank_idx]].all():
+            return False
+        mapped = perm[self.src] * self.n + perm[self.dst]
+        at = np.minimum(np.searchsorted(self.keys, mapped), len(self.keys) - 1)
+        return bool((self.keys[at] == mapped).all() and (self.key_caps[at] == self.caps).all())
+
+    def generators(self, budget: int) -> list[np.ndarray]:
+        """Pairs (rank position, position of its image) of the automorphisms found: within each
+        colour class of ranks, maps from its first rank to ranks not yet in its orbit, with at
+        most about `budget` colour refinements in all."""
+        self.budget = budget
+        n_ranks = len(self.rank_idx)
+        pos_of = np.full(self.n, -1, dtype=np.int64)
+        pos_of[self.rank_idx] = np.arange(n_ranks)
+        base = self.refine(self.is_rank.astype(np.uint64))
+        found: list[np.ndarray] = []
+        joined = np.arange(n_ranks)  # orbit labels so far
+        failures = 0
+        classes = base[self.rank_idx]
+        for cls in np.unique(classes):
+            members = np.flatnonzero(classes == cls)
+            tried: set[int] = set()
+            while failures < _SYMMETRY_FAILURES and self.refines < self.budget:
+                left = [int(m) for m in members if joined[m] != joined[members[0]] and int(m) not in tried]
+                if not left:
+                    break
+                target = left[0]
+                perm = self.mapping(base, int(self.rank_idx[members[0]]), int(self.rank_idx[target]))
+                if perm is None:
+                    failures += 1
+                    tried.add(target)
+                    continue
+                pair = np.stack([np.arange(n_ranks), pos_of[perm[self.rank_idx]]])
+                found.append(pair)
+                edges = np.concatenate(found, axis=1)
+                g = sp.csr_array((np.ones(edges.shape[1]), (edges[0], edges[1])), shape=(n_ranks, n_ranks))
+                joined = connected_components(g, directed=False)[1]
+        return found
 
 
 _CACHE: weakref.WeakKeyDictionary[Topology, dict[tuple[str, ...], CutBound]] = weakref.WeakKeyDictionary()
