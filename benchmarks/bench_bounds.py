@@ -56,8 +56,10 @@ CASES: list[tuple[str, object, int, int]] = [
     ("bcube:n=8,k=2", None, 10**9, 0),
     ("dcell:n=4,k=1", None, 10**9, 64),
     ("dcell:n=3,k=2", None, 10**9, 160),
+    ("dcell:n=4,k=2", None, 10**9, 0),
     ("torus:dims=4x4", None, 10**9, 64),
     ("torus:dims=8x8x8", None, 10**9, 0),
+    ("torus:dims=16x16x16", None, 10**9, 0),
     ("ring:n=64", None, 10**9, 0),
     ("one-way ring of 64", lambda: one_way_ring(64), 10**9, 0),
 ]
