@@ -314,3 +314,164 @@ def test_bandwidths_1e308_apart_give_a_true_finite_bound():
     assert not cut.exact and math.isfinite(cut.seconds_per_byte)
     assert cut.seconds_per_byte >= allgather_cut(t).seconds_per_byte  # never below the fast ring's
     assert cut.egress <= 2 * DEFAULT_BANDWIDTH
+
+
+# ---- shortcuts: the certificate and twin symmetry give the plain search's very result --------------
+
+
+def assert_same_as_plain(t: Topology, ranks=None) -> None:
+    """Fast and plain search agree on everything but the number of max flows (the certificate
+    may spend one max flow that the search then does not reuse)."""
+    fast = allgather_cut(t, ranks)
+    plain = allgather_cut(t, ranks, shortcuts=False)
+    assert plain.seconds_per_byte == fast.seconds_per_byte  # bit for bit
+    assert (plain.cut, plain.ranks_inside, plain.egress) == (fast.cut, fast.ranks_inside, fast.egress)
+    assert (plain.exact, plain.tolerance) == (fast.exact, fast.tolerance)
+    assert fast.maxflows <= plain.maxflows + 1  # the certificate's one test may be wasted
+
+
+def _reweighted(t: Topology, rng: np.random.Generator, values, directed: bool) -> Topology:
+    """The same wiring with bandwidths drawn from `values` per cable (per link if directed);
+    with `directed`, a few links lose their reverse (every node keeps a way in and out)."""
+    drawn = {}
+    links = []
+    for lk in t.links:
+        cable = lk.src, lk.dst if directed else tuple(sorted((lk.src, lk.dst)))
+        bw = drawn.setdefault(cable, float(rng.choice(values)))
+        links.append((lk.src, lk.dst, bw, lk.latency))
+    if directed:
+        keep = []
+        for lk in links:
+            if rng.random() < 0.15 and lk[0] < lk[1]:
+                continue  # one-way: the reverse link stays
+            keep.append(lk)
+        links = keep
+    return Topology(f"{t.name}-re", [(n, t.kind(n)) for n in t.nodes], links)
+
+
+FAMILIES = [
+    "fattree:k=4",
+    "fattree:k=6",
+    "bcube:n=3,k=1",
+    "bcube:n=2,k=2",
+    "dcell:n=3,k=1",
+    "torus:dims=3x4",
+    "ring:n=7",
+    "star:n=6",
+    "leafspine:leaves=3,spines=2,servers_per_leaf=3",
+    "jellyfish:switches=10,ports=4,net_ports=3,seed=2",
+]
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+@pytest.mark.parametrize("seed", range(6))
+def test_shortcuts_match_the_plain_search(spec, seed):
+    """Every family, as built and with random bandwidths (uniform, a few shared levels, or
+    arbitrary ratios; symmetric or directed with one-way links), on all ranks and a subset."""
+    rng = np.random.default_rng(seed)
+    base = parse_spec(spec)
+    values = [[1e9], [1e9, 4e9], [1e9, 1e9, 2.5e9, 1e10], [1e9, 1.7e9, 3.3e9, 9.1e9]][seed % 4]
+    t = base if seed == 0 else _reweighted(base, rng, values, directed=seed >= 3)
+    try:
+        latency_bound(t)
+    except BoundError:
+        return  # a one-way link cut some rank off
+    assert_same_as_plain(t)
+    servers = list(t.servers)
+    subset = [
+        servers[i] for i in sorted(rng.choice(len(servers), size=max(2, len(servers) // 2), replace=False))
+    ]
+    assert_same_as_plain(t, subset)
+
+
+def _oversubscribed(leaves: int, spines: int, per_leaf: int, server_bw: float, uplink_bw: float) -> Topology:
+    servers = [f"s{i}" for i in range(leaves * per_leaf)]
+    cables = [(s, f"l{i // per_leaf}", server_bw, 1e-6) for i, s in enumerate(servers)]
+    cables += [(f"l{i}", f"p{j}", uplink_bw, 1e-6) for i in range(leaves) for j in range(spines)]
+    return Topology.from_cables(
+        "oversub", servers, [f"l{i}" for i in range(leaves)] + [f"p{j}" for j in range(spines)], cables
+    )
+
+
+@pytest.mark.parametrize("uplink", [0.05, 0.1, 0.2, 0.25, 0.3, 0.5, 1.0, 2.0])
+def test_one_link_servers_across_the_oversubscription_edge(uplink):
+    """Leaf-spine with slower and slower uplinks: where the single-server cut binds, the
+    certificate answers without a max flow; where a rack binds, the search finds the rack;
+    either way the plain search's result, and the brute force's value on the small one."""
+    t = _oversubscribed(4, 2, 4, 1e9, uplink * 1e9)
+    assert_same_as_plain(t)
+    small = _oversubscribed(2, 1, 4, 1e9, uplink * 1e9)
+    assert_same_as_plain(small)
+    assert allgather_cut(small).seconds_per_byte == pytest.approx(brute_force_cut(small), rel=1e-12)
+    single = (len(t.servers) - 1) / len(t.servers) / 1e9
+    if allgather_cut(t).seconds_per_byte == pytest.approx(single, rel=1e-12):
+        assert allgather_cut(t).ranks_inside == len(t.servers) - 1
+
+
+@settings(max_examples=60)
+@given(small_graphs())
+def test_property_shortcuts_match_the_plain_search(case):
+    t, ranks = case
+    assert_same_as_plain(t, ranks)
+
+
+def test_one_link_per_server_fattree_needs_no_max_flow():
+    """Issue 21's target: the k=8 fat-tree's bound without the 128 max flows of the plain search."""
+    t = fattree(8)
+    fast, plain = allgather_cut(t), allgather_cut(t, shortcuts=False)
+    assert (fast.maxflows, plain.maxflows) == (0, 128)
+    assert fast.seconds_per_byte == plain.seconds_per_byte
+
+
+def test_twin_servers_share_their_max_flows():
+    """Servers on one switch are twins: the search tests one of them per ratio, not each."""
+    t = _oversubscribed(4, 2, 4, 1e9, 0.1e9)  # a rack binds: no certificate, the search runs
+    fast, plain = allgather_cut(t), allgather_cut(t, shortcuts=False)
+    assert fast.ranks_inside == 12 and fast.seconds_per_byte == plain.seconds_per_byte  # all racks but one
+    assert fast.maxflows < plain.maxflows / 2
+
+
+@pytest.mark.parametrize("spec", ["torus:dims=8x8", "bcube:n=8,k=1", "ring:n=64", "dcell:n=7,k=1"])
+@pytest.mark.parametrize("seed", range(4))
+def test_checked_automorphisms_keep_the_plain_result(spec, seed):
+    """Networks with many ranks and no twins: the automorphisms found (and checked) merge
+    the ranks' tests; reweighted or one-way copies break the symmetry, and a wrongly
+    trusted map would show here as a different cut."""
+    base = parse_spec(spec)
+    rng = np.random.default_rng(seed)
+    values = [[1e9], [1e9, 2e9], [1e9, 1.3e9, 4e9], [1e9, 2e9]][seed]
+    t = base if seed == 0 else _reweighted(base, rng, values, directed=seed == 3)
+    try:
+        latency_bound(t)
+    except BoundError:
+        return
+    assert_same_as_plain(t)
+    if seed == 0 and spec in ("torus:dims=8x8", "ring:n=64"):
+        assert allgather_cut(t).maxflows < allgather_cut(t, shortcuts=False).maxflows / 4
+
+
+def test_only_checked_maps_count_as_automorphisms():
+    """The Frucht graph is 3-regular (colour refinement cannot tell its nodes apart) yet has no
+    automorphism but the identity: every candidate map is proposed and rejected by the check."""
+    from arsched.bounds import _CutSearch, _Symmetry
+
+    g = nx.DiGraph()
+    g.add_nodes_from((f"s{u}", {"kind": "server"}) for u in range(12))
+    for u, v in nx.frucht_graph().edges:
+        g.add_edge(f"s{u}", f"s{v}", bandwidth=1e9, latency=1e-6)
+        g.add_edge(f"s{v}", f"s{u}", bandwidth=1e9, latency=1e-6)
+    t = Topology.from_networkx(g, name="frucht")
+    search = _CutSearch(t, tuple(t.servers))
+    sym = _Symmetry(search)
+    sym.budget = 10**6
+    base = sym.refine(sym.is_rank.astype(np.uint64))
+    assert len(np.unique(base)) == 1
+    idx = search.rank_idx
+    assert all(sym.mapping(base, int(idx[0]), int(v)) is None for v in idx[1:])
+    assert sym.is_automorphism(np.arange(search.n))
+    swap = np.arange(search.n)
+    swap[[idx[0], idx[1]]] = swap[[idx[1], idx[0]]]
+    assert not sym.is_automorphism(swap)
+    torus_search = _CutSearch(torus((4, 4)), tuple(torus((4, 4)).servers))
+    shift = (np.arange(16) + 4) % 16  # one step along the first axis of the row-major 4x4 torus
+    assert _Symmetry(torus_search).is_automorphism(shift)

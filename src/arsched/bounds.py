@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, dijkstra, maximum_flow
+from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra, maximum_flow
 
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
@@ -90,15 +90,42 @@ def _integer_capacities(bw: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 class _CutSearch:
-    """Dinkelbach search for max |S ∩ R| / cap(S) with max-flow tests (see the module doc)."""
+    """Dinkelbach search for max |S ∩ R| / cap(S) with max-flow tests (see the module doc).
+
+    `run(shortcuts=False)` is the plain search: Dinkelbach iterations from the best single-node
+    cut, one max flow per rank in turn until N tests in a row find nothing better. The default
+    `shortcuts=True` returns the very same cut, tolerance and value, with fewer max flows:
+
+    1. Certificate (no search). Let a/b be the best single-node cut's ratio (integer
+       capacities) and x0 a rank with the most egress. Arborescences T_i rooted at x0 that
+       reach every rank, weighted w_i with Σ_{i: e∈T_i} w_i <= cap(e) on every link, show that
+       every node set S holding x0 and missing some rank y has egress(S) >= W = Σ w_i (the
+       path x0 → y of each T_i leaves S by a link of its own); in-arborescences into x0 show
+       the same for every S without x0 that holds a rank. If both weights reach W with
+       a·W >= b·(N−1), then a·egress(S) >= b·(N−1) >= b·|S ∩ R| for every S holding some but
+       not all ranks: no S beats a/b, so every max-flow test of the plain search would pass and
+       it returns the starting cut. (For S without x0 one max flow to x0 replaces the
+       in-arborescences where they fall short: it is the plain search's own test for x0.) On
+       a network whose servers hang on one link each behind a fabric that carries a server's
+       rate, both packings are one breadth-first tree each.
+    2. Symmetry. A rank's test at ratio r asks whether some S without it beats r. It has the
+       same answer for every rank of its orbit under the automorphisms of the flow network
+       (permutations of the nodes that keep the rank set and every link's integer capacity,
+       hence the source's arcs), and a test that passes at r passes at every larger r. The
+       automorphisms used are transpositions of twin ranks (same in- and out-neighbours at the
+       same capacities; an automorphism by inspection) and maps that `_Symmetry` proposes by
+       colour refinement and then checks link by link; the orbits are the connected
+       components of the ranks joined to their images. The search keeps the plain order of
+       tests and skips a test whose rank's orbit already passed at a ratio no larger than the
+       current one: each skipped test would have passed, so the sequence of cuts, and the
+       result, is the plain search's.
+    """
 
     def __init__(self, topology: Topology, ranks: tuple[str, ...]) -> None:
         c = topology.compiled
         self.c = c
         self.n = c.num_nodes
         self.rank_idx = np.array([c.index[r] for r in ranks], dtype=np.int64)
-        self.is_rank = np.zeros(self.n + 1, dtype=bool)
-        self.is_rank[self.rank_idx] = True
         self.caps, self.exact = _integer_capacities(c.capacity)
         src = self.n
         rows = np.concatenate([c.link_src, np.full(len(ranks), src)])
@@ -115,6 +142,10 @@ class _CutSearch:
         self.slot_of[order] = np.arange(len(rows))
         self.num_links = c.num_links
         self.maxflows = 0
+        self._graph_ratio: tuple[int, int] | None = None
+        self._memo: tuple[tuple[int, int, int], object] | None = None
+        self.out_cap = np.bincount(c.link_src, weights=self.caps, minlength=self.n).astype(np.int64)
+        self.in_cap = np.bincount(c.link_dst, weights=self.caps, minlength=self.n).astype(np.int64)
 
     def ratio(self, inside: np.ndarray) -> tuple[int, int]:
         """(|S ∩ R|, integer egress capacity) of the node set given as a boolean mask."""
@@ -123,10 +154,24 @@ class _CutSearch:
 
     def set_ratio(self, a: int, b: int) -> None:
         """Capacities a·cap(e) on links and b on source arcs (test 'does S beat a/b?')."""
+        if self._graph_ratio == (a, b):
+            return
         data = np.empty(len(self.slot_of), dtype=np.int64)
         data[self.slot_of[: self.num_links]] = a * self.caps
         data[self.slot_of[self.num_links :]] = b
         self.graph.data = data.astype(np.int32)
+        self._graph_ratio = (a, b)
+
+    def passes(self, a: int, b: int, v: int) -> bool:
+        """One max-flow test: no S without rank v beats a/b (the flow to v saturates)."""
+        if self._memo is not None and self._memo[0] == (a, b, v):
+            self._flow = self._memo[1]  # the certificate's test, asked again by the search
+        else:
+            self.set_ratio(a, b)
+            self.maxflows += 1
+            self._flow = maximum_flow(self.graph, self.n, v)
+            self._memo = (a, b, v), self._flow
+        return self._flow.flow_value >= b * len(self.rank_idx)
 
     def source_side(self, flow: sp.csr_array) -> np.ndarray:
         """Nodes reachable from the source in the residual graph of a max flow."""
@@ -140,40 +185,63 @@ class _CutSearch:
         return inside
 
     def start(self) -> np.ndarray:
-        """The best single-node cut: one rank alone, or everything but one rank."""
-        best, best_val = None, -1.0
-        for v in self.rank_idx:
-            for inside in (np.arange(self.n + 1) == v, np.arange(self.n + 1) != v):
-                inside = inside.copy()
-                inside[self.n] = False
-                a, b = self.ratio(inside)
-                if b > 0 and a > 0 and a / b > best_val:
-                    best, best_val = inside, a / b
-        assert best is not None
-        return best
+        """The best single-node cut: one rank alone, or everything but one rank.
 
-    def run(self) -> tuple[np.ndarray, float]:
+        Candidates in the order {r0}, V∖{r0}, {r1}, ...; the first of the largest ratios wins.
+        A rank alone has egress out_cap(r), all but r has egress in_cap(r) (no self-loops).
+        """
+        n_ranks = len(self.rank_idx)
+        num = np.empty(2 * n_ranks, dtype=np.int64)
+        den = np.empty(2 * n_ranks, dtype=np.int64)
+        num[0::2], num[1::2] = 1, n_ranks - 1
+        den[0::2], den[1::2] = self.out_cap[self.rank_idx], self.in_cap[self.rank_idx]
+        ok = (num > 0) & (den > 0)
+        value = np.full(2 * n_ranks, -1.0)
+        value[ok] = num[ok].astype(np.float64) / den[ok].astype(np.float64)
+        best = int(np.argmax(value))
+        assert value[best] > 0
+        v = int(self.rank_idx[best // 2])
+        inside = np.arange(self.n + 1) == v if best % 2 == 0 else np.arange(self.n + 1) != v
+        inside[self.n] = False
+        return inside
+
+    def test_ratio(self, a: int, b: int) -> tuple[int, int, float]:
+        """The ratio the max flows test for a/b (reduced, denominators kept within int32 flows),
+        and the relative tolerance that rounding costs."""
+        n_ranks = len(self.rank_idx)
+        g = math.gcd(a, b)
+        ta, tb = a // g, b // g
+        limit = _INT_LIMIT // (4 * n_ranks)
+        if tb > limit:
+            shrink = math.ceil(tb / limit)
+            tb = max(1, tb // shrink)  # a slightly larger ratio: a test that may miss by ~1/limit
+            return ta, tb, ta / tb / (a / b) - 1
+        return ta, tb, 0.0
+
+    def run(self, shortcuts: bool = True) -> tuple[np.ndarray, float]:
         """The maximising cut (as a mask) and the guaranteed relative tolerance."""
         best = self.start()
         a, b = self.ratio(best)
         n_ranks = len(self.rank_idx)
+        if shortcuts and self.certified(a, b):
+            return best[: self.n], self.test_ratio(a, b)[2]
+        orbit = self.orbits() if shortcuts else np.arange(n_ranks)
+        passed: list[tuple[int, int] | None] = [None] * (int(orbit.max()) + 1)
         tolerance = 0.0
         since, k = 0, 0
         while since < n_ranks:
-            g = math.gcd(a, b)
-            ta, tb = a // g, b // g
-            limit = _INT_LIMIT // (4 * n_ranks)
-            if tb > limit:
-                shrink = math.ceil(tb / limit)
-                tb = max(1, tb // shrink)  # a slightly larger ratio: a test that may miss by ~1/limit
-                tolerance = max(tolerance, ta / tb / (a / b) - 1)
-            self.set_ratio(ta, tb)
-            v = int(self.rank_idx[k % n_ranks])
+            ta, tb, tol = self.test_ratio(a, b)
+            tolerance = max(tolerance, tol)
+            pos = k % n_ranks
             k += 1
-            self.maxflows += 1
-            res = maximum_flow(self.graph, self.n, v)
-            if res.flow_value < tb * n_ranks:
-                inside = self.source_side(res.flow)
+            seen = passed[orbit[pos]]
+            if seen is not None and ta * seen[1] >= seen[0] * tb:
+                since += 1  # a twin passed at this ratio or a smaller one: so would this test
+                continue
+            if self.passes(ta, tb, int(self.rank_idx[pos])):
+                passed[orbit[pos]] = (ta, tb)
+            else:
+                inside = self.source_side(self._flow.flow)
                 na, nb = self.ratio(inside)
                 if nb > 0 and na * b > a * nb:
                     best, a, b = inside, na, nb
@@ -182,25 +250,273 @@ class _CutSearch:
             since += 1
         return best[: self.n], tolerance
 
+    # ---- shortcuts (see the class doc) ---------------------------------------------------------
+
+    def certified(self, a: int, b: int) -> bool:
+        """True if no node set beats a/b, shown by arborescence packings at a rank x0."""
+        n_ranks = len(self.rank_idx)
+        need = -(-b * (n_ranks - 1) // a)  # the least integer W with a·W >= b·(N−1)
+        x0 = int(self.rank_idx[np.argmax(self.out_cap[self.rank_idx])])
+        c = self.c
+        if not self._packs(c.link_src, c.link_dst, x0, need):
+            return False
+        if self._packs(c.link_dst, c.link_src, x0, need):
+            return True
+        ta, tb, _ = self.test_ratio(a, b)
+        return self.passes(ta, tb, x0)
+
+    def _packs(self, tail: np.ndarray, head: np.ndarray, root: int, need: int) -> bool:
+        """Greedy: arborescences from `root` along tail → head links, each reaching every rank,
+        of total weight >= need within the integer capacities (False if the greedy falls short).
+        Each tree first tries only links that can carry all that is still needed."""
+        n = self.n
+        order = np.lexsort((head, tail))
+        t, h = tail[order], head[order]
+        key = t.astype(np.int64) * n + h
+        residual = self.caps[order].copy()
+        have = 0
+        for _ in range(min(64, 2 * int((tail == root).sum()) + 2)):
+            for least in (need - have, 1):
+                use = residual >= least
+                ptr = np.zeros(n + 1, dtype=np.int64)
+                np.cumsum(np.bincount(t[use], minlength=n), out=ptr[1:])
+                g = sp.csr_array((np.ones(int(use.sum()), dtype=np.int8), h[use], ptr), shape=(n, n))
+                _, pred = breadth_first_order(g, root, directed=True, return_predecessors=True)
+                if (pred[self.rank_idx[self.rank_idx != root]] >= 0).all():
+                    break
+            else:
+                return False
+            needed = np.zeros(n, dtype=bool)  # the ranks and every node on their tree paths
+            needed[self.rank_idx] = True
+            needed[root] = False
+            frontier = needed.copy()
+            while frontier.any():
+                up = pred[frontier]
+                up = up[(up >= 0) & (up != root)]
+                frontier = np.zeros(n, dtype=bool)
+                frontier[up[~needed[up]]] = True
+                needed |= frontier
+            nodes = np.flatnonzero(needed)
+            tree = np.searchsorted(key, pred[nodes].astype(np.int64) * n + nodes)
+            w = min(int(residual[tree].min()), need - have)
+            residual[tree] -= w
+            have += w
+            if have >= need:
+                return True
+        return False
+
+    def twin_orbits(self) -> np.ndarray:
+        """Per rank position, the id of its class of twins (ranks with the same out- and
+        in-neighbours at the same integer capacities; twins are never linked to each other,
+        since a rank is not its own neighbour). Ranks with more than 32 links stay alone."""
+        c, n_ranks = self.c, len(self.rank_idx)
+        pos_of = np.full(self.n, -1, dtype=np.int64)
+        pos_of[self.rank_idx] = np.arange(n_ranks)
+        degree = np.maximum(
+            np.bincount(c.link_src, minlength=self.n), np.bincount(c.link_dst, minlength=self.n)
+        )
+        width = min(32, int(degree[self.rank_idx].max()))
+        rows = np.full((n_ranks, 2 + 4 * width), -1, dtype=np.int64)
+        for col, (mine, other) in enumerate(((c.link_src, c.link_dst), (c.link_dst, c.link_src))):
+            at = pos_of[mine]
+            sel = np.flatnonzero(at >= 0)
+            sel = sel[np.lexsort((other[sel], at[sel]))]
+            deg = np.bincount(at[sel], minlength=n_ranks)
+            rows[:, col] = deg
+            first = np.cumsum(deg) - deg
+            slot = np.arange(len(sel)) - np.repeat(first, deg)
+            keep = slot < width
+            base = 2 + col * 2 * width + 2 * slot[keep]
+            rows[at[sel][keep], base] = other[sel][keep]
+            rows[at[sel][keep], base + 1] = self.caps[sel][keep]
+        _, orbit = np.unique(rows, axis=0, return_inverse=True)
+        orbit = orbit.ravel()
+        wide = (rows[:, 0] > width) | (rows[:, 1] > width)
+        orbit[wide] = orbit.max() + 1 + np.arange(int(wide.sum()))
+        return orbit
+
+    def orbits(self) -> np.ndarray:
+        """Per rank position, its orbit under the group that twin transpositions and the
+        automorphisms `_Symmetry` finds (and checks) generate: connected components of the
+        graph joining every rank to its images."""
+        n_ranks = len(self.rank_idx)
+        twins = self.twin_orbits()
+        first = np.full(int(twins.max()) + 1, -1, dtype=np.int64)
+        first[twins[::-1]] = np.arange(n_ranks)[::-1]
+        pairs = [np.stack([np.arange(n_ranks), first[twins]])]
+        classes = int(twins.max()) + 1
+        if classes >= _SYMMETRY_MIN_CLASSES:
+            pairs += _Symmetry(self).generators(budget=max(16, classes // 4))
+        edges = np.concatenate(pairs, axis=1)
+        joined = sp.csr_array((np.ones(edges.shape[1]), (edges[0], edges[1])), shape=(n_ranks, n_ranks))
+        return connected_components(joined, directed=False)[1]
+
+
+# Looking for automorphisms costs colour refinements of the whole network, each about a few
+# max flows' time: only where there are many classes of twins, and at most one refinement
+# per 4 classes (16 at least), fewer than the max flows it may save.
+_SYMMETRY_MIN_CLASSES = 48
+_SYMMETRY_FAILURES = 4  # automorphism searches that may fail before the symmetry is left alone
+_SYMMETRY_STEPS = 48  # individualisations per automorphism search
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a well-spread 64-bit hash of each value."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+class _Symmetry:
+    """Automorphisms of a search's flow network, found by colour refinement with
+    individualisation and each checked link by link before it is used.
+
+    A candidate maps u to π(u); it is kept only if π is a permutation of the nodes that maps
+    the ranks onto the ranks and every link onto a link of the same integer capacity, i.e. an
+    automorphism of the flow network the max-flow tests run on (the source, tied to every
+    rank by the same arc, stays fixed). Hashing only proposes candidates; nothing unchecked is
+    trusted, and a failed search only costs max flows later.
+    """
+
+    def __init__(self, search: _CutSearch) -> None:
+        c, n = search.c, search.n
+        self.n, self.rank_idx = n, search.rank_idx
+        cap_class = np.unique(search.caps, return_inverse=True)[1].ravel().astype(np.uint64)
+        self.out = self._side(c.link_src, c.link_dst, cap_class)
+        self.inn = self._side(c.link_dst, c.link_src, cap_class)
+        key = c.link_src.astype(np.int64) * n + c.link_dst
+        order = np.argsort(key)
+        self.keys, self.key_caps = key[order], search.caps[order]
+        self.src, self.dst, self.caps = c.link_src.astype(np.int64), c.link_dst.astype(np.int64), search.caps
+        self.is_rank = np.zeros(n, dtype=bool)
+        self.is_rank[search.rank_idx] = True
+        self.rng = np.random.default_rng(0)  # seeded: the same generators, run after run
+        self.refines = 0
+        self.budget = 0
+
+    def _side(self, mine: np.ndarray, other: np.ndarray, cap_class: np.ndarray):
+        order = np.argsort(mine, kind="stable")
+        counts = np.bincount(mine, minlength=self.n)
+        starts = np.cumsum(counts) - counts
+        busy = np.flatnonzero(counts)
+        return other[order].astype(np.int64), cap_class[order], busy, starts[busy]
+
+    def _sums(self, colour: np.ndarray, side) -> np.ndarray:
+        other, cap_class, busy, starts = side
+        with np.errstate(over="ignore"):
+            h = _mix(colour[other] * np.uint64(1_000_003) + cap_class)
+        out = np.zeros(self.n, dtype=np.uint64)
+        if len(busy):
+            out[busy] = np.add.reduceat(h, starts)
+        return out
+
+    def refine(self, colour: np.ndarray) -> np.ndarray:
+        """The coarsest stable refinement; colours are hash values (uint64), so two colourings
+        are compared by value and a colour means the same thing in both."""
+        self.refines += 1
+        count = len(np.unique(colour))
+        while True:
+            with np.errstate(over="ignore"):
+                key = _mix(colour) ^ _mix(self._sums(colour, self.out))
+                colour = key * np.uint64(3) + _mix(self._sums(colour, self.inn) ^ np.uint64(0x5BD1E995))
+            now = len(np.unique(colour))
+            if now == count:
+                return colour
+            count = now
+
+    @staticmethod
+    def _single(colour: np.ndarray, v: int) -> np.ndarray:
+        out = colour.copy()
+        out[v] = _mix(colour[v : v + 1] ^ np.uint64(0x2545F4914F6CDD1D))[0]
+        return out
+
+    def mapping(self, base: np.ndarray, u: int, v: int) -> np.ndarray | None:
+        """A checked automorphism taking u to v, or None if the search finds none."""
+        a, b = self.refine(self._single(base, u)), self.refine(self._single(base, v))
+        for _ in range(_SYMMETRY_STEPS):
+            if self.refines > self.budget:
+                return None
+            values, sizes = np.unique(a, return_counts=True)
+            if not np.array_equal(np.sort(a), np.sort(b)):
+                return None
+            if sizes.max() == 1:
+                perm = np.empty(self.n, dtype=np.int64)
+                perm[np.argsort(a)] = np.argsort(b)
+                return perm if self.is_automorphism(perm) else None
+            cell = values[np.argmax(sizes > 1)]
+            x = int(np.argmax(a == cell))
+            y = int(self.rng.choice(np.flatnonzero(b == cell)))  # random images: few generators
+            a, b = self.refine(self._single(a, x)), self.refine(self._single(b, y))
+        return None
+
+    def is_automorphism(self, perm: np.ndarray) -> bool:
+        """perm maps ranks onto ranks and every link onto a link of the same capacity."""
+        if not self.is_rank[perm[self.rank_idx]].all():
+            return False
+        mapped = perm[self.src] * self.n + perm[self.dst]
+        at = np.minimum(np.searchsorted(self.keys, mapped), len(self.keys) - 1)
+        return bool((self.keys[at] == mapped).all() and (self.key_caps[at] == self.caps).all())
+
+    def generators(self, budget: int) -> list[np.ndarray]:
+        """Pairs (rank position, position of its image) of the automorphisms found: within each
+        colour class of ranks, maps from its first rank to ranks not yet in its orbit, with at
+        most about `budget` colour refinements in all."""
+        self.budget = budget
+        n_ranks = len(self.rank_idx)
+        pos_of = np.full(self.n, -1, dtype=np.int64)
+        pos_of[self.rank_idx] = np.arange(n_ranks)
+        base = self.refine(self.is_rank.astype(np.uint64))
+        found: list[np.ndarray] = []
+        joined = np.arange(n_ranks)  # orbit labels so far
+        failures = 0
+        classes = base[self.rank_idx]
+        for cls in np.unique(classes):
+            members = np.flatnonzero(classes == cls)
+            tried: set[int] = set()
+            while failures < _SYMMETRY_FAILURES and self.refines < self.budget:
+                left = [int(m) for m in members if joined[m] != joined[members[0]] and int(m) not in tried]
+                if not left:
+                    break
+                target = left[0]
+                perm = self.mapping(base, int(self.rank_idx[members[0]]), int(self.rank_idx[target]))
+                if perm is None:
+                    failures += 1
+                    tried.add(target)
+                    continue
+                pair = np.stack([np.arange(n_ranks), pos_of[perm[self.rank_idx]]])
+                found.append(pair)
+                edges = np.concatenate(found, axis=1)
+                g = sp.csr_array((np.ones(edges.shape[1]), (edges[0], edges[1])), shape=(n_ranks, n_ranks))
+                joined = connected_components(g, directed=False)[1]
+        return found
+
 
 _CACHE: weakref.WeakKeyDictionary[Topology, dict[tuple[str, ...], CutBound]] = weakref.WeakKeyDictionary()
 
 
-def allgather_cut(topology: Topology, ranks: Sequence[str] | None = None) -> CutBound:
+def allgather_cut(
+    topology: Topology, ranks: Sequence[str] | None = None, *, shortcuts: bool = True
+) -> CutBound:
     """The binding cut of the AllGather bandwidth bound, with its value per byte of M.
 
     Cached per topology and rank tuple: simulators ask for it with every result.
+    `shortcuts=False` runs the plain search (no certificate, no symmetry: one max flow per
+    rank and round), uncached; it returns the same cut, value and tolerance, only slower.
     """
     rs = _ranks(topology, ranks)
+    if not shortcuts:
+        return _search_cut(topology, rs, shortcuts=False)
     per_topology = _CACHE.setdefault(topology, {})
     if rs not in per_topology:
         per_topology[rs] = _search_cut(topology, rs)
     return per_topology[rs]
 
 
-def _search_cut(topology: Topology, rs: tuple[str, ...]) -> CutBound:
+def _search_cut(topology: Topology, rs: tuple[str, ...], shortcuts: bool = True) -> CutBound:
     search = _CutSearch(topology, rs)
-    inside, tol = search.run()
+    inside, tol = search.run(shortcuts)
     c = topology.compiled
     cut_links = inside[c.link_src] & ~inside[c.link_dst]
     egress = float(c.capacity[cut_links].sum())
