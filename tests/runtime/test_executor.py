@@ -32,7 +32,7 @@ def test_every_algorithm_matches_torch_all_reduce(monkeypatch):
     schedules, skipped = [], {}
     for spec in SPECS:
         topo = parse_spec(spec)
-        for a in algorithms():
+        for a in (a for a in algorithms() if a.name != "auto"):  # auto returns one of these
             try:
                 schedules.append(build(a.name, topo, None, 4096))
             except NotApplicable as e:

@@ -1,6 +1,7 @@
 """AllReduce algorithms, registered by name: `build(name, topology, ranks, nbytes, **params)`."""
 
 from arsched.algorithms import (  # noqa: F401  (importing a module registers its builders)
+    auto,
     dbtree,
     dimension_ordered,
     greedy_trees,

@@ -101,6 +101,7 @@ ORDER = (
     "tree-packing",
     "greedy-trees",
     "hrl",
+    "auto",
 )
 
 

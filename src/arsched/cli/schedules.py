@@ -137,8 +137,16 @@ def schedule(
     samples: Annotated[
         int, typer.Option(help="hrl: keep the best of the deterministic run and k − 1 seeded samples.")
     ] = 1,
+    budget: Annotated[
+        float | None, typer.Option(help="auto: seconds to spend trying algorithms (default 60).")
+    ] = None,
 ) -> None:
-    """Build an AllReduce schedule, validate it and write it as arsched.schedule/1 JSON."""
+    """Build an AllReduce schedule, validate it and write it as arsched.schedule/1 JSON.
+
+    `-a auto` tries every algorithm that applies, cheapest first, simulates each in the default
+    flow model (in-order connections, α 5 µs) and keeps the fastest: what to run first on a
+    network nobody tuned for.
+    """
     from arsched.algorithms import build
     from arsched.collective import save
     from arsched.collective import validate as check
@@ -155,6 +163,10 @@ def schedule(
         )
     elif checkpoint is not None or samples != 1:
         raise ArschedError("--checkpoint and --samples apply only to --algorithm hrl")
+    if budget is not None:
+        if algorithm != "auto":
+            raise ArschedError("--budget applies only to --algorithm auto")
+        params["budget"] = budget
     _check_params(algorithm, params)
     result = build(algorithm, topo, None, nbytes, **params)
     result.meta["seed"] = seed
@@ -163,6 +175,10 @@ def schedule(
         raise RuntimeError(f"{algorithm} built an invalid schedule: {report.message}")
     save(result, out_file)
     out.print(f"wrote {out_file}: {report.message}")
+    if "auto" in result.meta:
+        search = result.meta["auto"]
+        gap = next(c["gap"] for c in search["candidates"] if c["algorithm"] == search["chosen"])
+        out.print(f"auto chose {search['chosen']}: {gap:.3f}× the bound in the {search['model']} model")
 
 
 def _check_params(algorithm: str, params: dict[str, object]) -> None:

@@ -1,0 +1,111 @@
+"""`auto`: the best schedule arsched can make for a network, a size and a model, within a budget.
+
+Every other registered algorithm is a candidate, tried in the registry's order (the cheap
+textbook schemes first, the synthesis last): built, validated and simulated in the chosen model
+(by default the flow model with in-order connections and its α, the model `simulate` uses).
+The fastest simulated schedule is returned, under its own algorithm's name, with the search in
+its meta (`auto`: the model, every candidate's time and gap or why it was left out). A
+candidate starts only while the budget lasts or no schedule has been found yet (a builder is
+not interrupted; each has its own bound on work), and the search ends early once a schedule is within `GOOD_ENOUGH` of the
+bound, since no other can then be more than that faster. The result is deterministic unless
+the budget runs out (the meta then says which candidates were not tried); synthesis times go
+to the log (`arsched -v`), not into the schedule, so the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from arsched.algorithms.common import check_nbytes, check_ranks
+from arsched.algorithms.registry import NotApplicable, algorithms, get, register
+from arsched.collective.schedule import Schedule
+from arsched.collective.validate import validate
+from arsched.defaults import MODELS, default_alpha
+from arsched.errors import ArschedError
+from arsched.limits import LimitError
+from arsched.sim import simulate_flow, simulate_rounds
+from arsched.topology.core import Topology
+
+log = logging.getLogger(__name__)
+
+NAME = "auto"
+BUDGET_S = 60.0
+GOOD_ENOUGH = 1.01  # a schedule this close to the bound ends the search
+
+
+def _candidates(names: Sequence[str] | str | None) -> list[str]:
+    if names is None:
+        return [a.name for a in algorithms() if a.name != NAME]
+    names = [x.strip() for x in names.split(",")] if isinstance(names, str) else list(names)
+    for name in names:
+        if name == NAME:
+            raise ArschedError("auto: 'auto' cannot be one of its own candidates")
+        get(name)  # an unknown name is refused with the choices
+    return names
+
+
+@register(NAME, "the fastest schedule of every algorithm that applies, by simulation, within a time budget")
+def auto(
+    topology: Topology,
+    ranks: Sequence[str] | None = None,
+    nbytes: float = 1e8,
+    budget: float = BUDGET_S,
+    model: str = "flow",
+    alpha: float | None = None,
+    fifo: bool = True,
+    candidates: Sequence[str] | str | None = None,
+) -> Schedule:
+    """The fastest of the `candidates` (default: every other algorithm) in `model` (flow or
+    rounds; `fifo` for the flow model's in-order connections; `alpha` defaults to the model's),
+    trying candidates while `budget` seconds last (see the module docstring)."""
+    rs = check_ranks(topology, ranks, NAME)
+    nbytes = check_nbytes(nbytes, NAME)
+    if model not in MODELS:
+        raise ArschedError(f"auto: model must be flow or rounds, got {model!r}")
+    if not (isinstance(budget, (int, float)) and budget > 0):
+        raise ArschedError(f"auto: budget must be a positive number of seconds, got {budget!r}")
+    a = default_alpha(model) if alpha is None else float(alpha)
+    names = _candidates(candidates)
+    deadline = time.monotonic() + budget
+    best: tuple[float, float, Schedule] | None = None  # time, gap, schedule
+    tried: list[dict[str, Any]] = []
+    for name in names:
+        if best is not None and time.monotonic() >= deadline:
+            tried.append({"algorithm": name, "note": "not tried: the budget ran out"})
+            continue
+        if best is not None and best[1] <= GOOD_ENOUGH:
+            note = f"not tried: one within {GOOD_ENOUGH:g}× the bound came first"
+            tried.append({"algorithm": name, "note": note})
+            continue
+        start = time.perf_counter()
+        try:
+            schedule = get(name).build(topology, rs, nbytes)
+        except (NotApplicable, LimitError) as e:
+            tried.append({"algorithm": name, "note": str(e)})
+            continue
+        report = validate(schedule)
+        if not report.ok:  # a builder bug: never choose a wrong schedule
+            raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
+        r = simulate_flow(schedule, a, fifo=fifo) if model == "flow" else simulate_rounds(schedule, a)
+        log.info("auto: %s %.3f× the bound, built in %.2f s", name, r.gap, time.perf_counter() - start)
+        tried.append({"algorithm": name, "time_s": r.time_s, "gap": r.gap})
+        if best is None or r.time_s < best[0]:
+            best = (r.time_s, r.gap, schedule)
+    if best is None:
+        reasons = "; ".join(f"{t['algorithm']}: {t['note']}" for t in tried)
+        raise NotApplicable(f"auto: no algorithm applies to this network ({reasons})")
+    chosen = best[2]
+    meta = dict(chosen.meta)
+    meta["auto"] = {
+        "chosen": chosen.algorithm,
+        "model": model,
+        "fifo": fifo if model == "flow" else None,
+        "alpha": a,
+        "budget_s": budget,
+        "candidates": tried,
+    }
+    return dataclasses.replace(chosen, meta=meta)

@@ -1,0 +1,108 @@
+"""`auto`: the fastest schedule among the algorithms that apply, by simulation in the default
+model, on networks no algorithm was tuned for (seeded Jellyfish, odd tori, a one-way ring, a
+heterogeneous leaf-spine); its search is recorded, deterministic, and bounded by its budget."""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import pytest
+
+from arsched.algorithms import NotApplicable, build
+from arsched.collective import save, validate
+from arsched.errors import ArschedError
+from arsched.sim import simulate_flow, simulate_rounds
+from arsched.topology import Topology, parse_spec, star
+from clihelp import assert_one_line_error, run
+
+QUICK = ["ps", "sharded-ps", "ring", "multi-ring", "dbtree", "rhd", "bcube-native", "torus-native"]
+
+
+def one_way_ring(n: int, seed: int) -> Topology:
+    g = nx.DiGraph()
+    g.add_nodes_from((f"s{i}", {"kind": "server"}) for i in range(n))
+    g.add_edges_from((f"s{i}", f"s{(i + 1) % n}", {"bandwidth": 1e10 * (1 + seed % 3)}) for i in range(n))
+    return Topology.from_networkx(g, name=f"one-way-ring({n})")
+
+
+NETWORKS = [
+    lambda: parse_spec("jellyfish:switches=9,ports=4,net_ports=3,seed=11"),
+    lambda: parse_spec("torus:dims=5x3"),
+    lambda: parse_spec("leafspine:leaves=3,spines=2,servers_per_leaf=3,bandwidth=100Gbps/400Gbps"),
+    lambda: one_way_ring(7, seed=2),
+]
+
+
+@pytest.mark.parametrize("make", NETWORKS)
+@pytest.mark.parametrize("model", ["flow", "rounds"])
+def test_auto_is_the_fastest_candidate_it_tried(make, model):
+    topo = make()
+    s = build("auto", topo, None, 64e6, model=model, candidates=QUICK)
+    assert validate(s).ok
+    search = s.meta["auto"]
+    assert search["chosen"] == s.algorithm and search["model"] == model
+    sim = simulate_flow if model == "flow" else simulate_rounds
+    mine = sim(s).time_s
+    tried = [c for c in search["candidates"] if "time_s" in c]
+    assert tried and {c["algorithm"] for c in search["candidates"]} == set(QUICK)
+    for c in tried:  # each candidate rebuilt and simulated on its own
+        other = sim(build(c["algorithm"], topo, None, 64e6)).time_s
+        assert other == pytest.approx(c["time_s"], rel=1e-12) and mine <= other * (1 + 1e-12)
+    for c in search["candidates"]:
+        if "time_s" not in c and not c["note"].startswith("not tried"):  # the builder's own reason
+            with pytest.raises(NotApplicable, match=c["note"][:20]):
+                build(c["algorithm"], topo, None, 64e6)
+
+
+def test_every_algorithm_is_a_candidate_by_default_and_the_search_ends_near_the_bound():
+    s = build("auto", parse_spec("ring:n=6"), None, 256e6)
+    names = [c["algorithm"] for c in s.meta["auto"]["candidates"]]
+    assert "auto" not in names and "tree-packing" in names and "ring" in names
+    gaps = [c["gap"] for c in s.meta["auto"]["candidates"] if "gap" in c]
+    assert min(gaps) <= 1.01  # a ring graph: multi-ring's two directions reach the bound
+    assert any("within 1.01" in c.get("note", "") for c in s.meta["auto"]["candidates"])
+
+
+def test_the_same_inputs_give_the_same_bytes(tmp_path):
+    topo = parse_spec("torus:dims=3x4")
+    for i in range(2):
+        save(build("auto", topo, None, 1e6, candidates=QUICK), tmp_path / f"{i}.json")
+    assert (tmp_path / "0.json").read_bytes() == (tmp_path / "1.json").read_bytes()
+
+
+def test_a_spent_budget_still_gives_the_first_schedule():
+    s = build(
+        "auto", parse_spec("torus:dims=3x3"), None, 1e6, budget=1e-9, candidates=["rhd", "ring", "dbtree"]
+    )
+    assert s.algorithm == "rhd"
+    notes = [c.get("note", "") for c in s.meta["auto"]["candidates"]]
+    assert notes[1:] == ["not tried: the budget ran out"] * 2
+
+
+def test_bad_parameters():
+    topo = star(4)
+    for kwargs, words in (
+        ({"budget": 0}, "budget"),
+        ({"model": "packets"}, "model"),
+        ({"candidates": ["auto"]}, "own candidates"),
+        ({"candidates": "ring,nope"}, "unknown algorithm 'nope'"),
+    ):
+        with pytest.raises(ArschedError, match=words):
+            build("auto", topo, None, 1e6, **kwargs)
+    with pytest.raises(NotApplicable, match="no algorithm applies"):
+        build("auto", topo, None, 1e6, candidates=["bcube-native", "torus-native"])
+    with pytest.raises(NotApplicable):
+        build("auto", topo, ["s0"], 1e6)
+
+
+def test_cli_says_what_auto_chose(capsys, tmp_path):
+    out = tmp_path / "a.json"
+    code, text, _ = run(
+        capsys, "schedule", "-t", "torus:dims=3x3", "-a", "auto", "-s", "64MB", "-o", str(out)
+    )
+    assert code == 0
+    chosen = json.loads(out.read_text())["meta"]["auto"]["chosen"]
+    assert f"auto chose {chosen}:" in text
+    code, _, err = run(capsys, "schedule", "-t", "ring:n=4", "-a", "ring", "--budget", "5", "-o", str(out))
+    assert_one_line_error(code, err)
