@@ -65,6 +65,14 @@ def test_forestcoll_two_box_a100():
             assert t.link(f"nic{b}_{r}", f"leaf0_{r % 2}").bandwidth == 25 * GB
 
 
+def test_named_bandwidths_override_the_generation():
+    t = parse_spec("hgx:boxes=2,gen=h100,nvlink=900GB/s,pcie=32GB/s,nic=800Gbps")
+    assert t.link("nvs1", "s9").bandwidth == 900 * GB and t.link("s9", "nic1_1").bandwidth == 32 * GB
+    assert t.link("leaf0_1", "nic1_1").bandwidth == 100 * GB
+    m = parse_spec("mi250:boxes=2,xgmi=25GB/s,nic=200Gbps")
+    assert m.link("s0", "s1").bandwidth == 4 * 25 * GB and m.link("nic0_0", "leaf0_0").bandwidth == 25 * GB
+
+
 def test_latency_per_level_defaults_and_override():
     t = parse_spec("hgx:boxes=2,spines=1")
     assert t.link("s0", "nvs0").latency == pytest.approx(0.3e-6)
