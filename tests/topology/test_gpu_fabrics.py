@@ -169,7 +169,7 @@ BAD = [
     ("hgx:boxes=0", "hgx needs boxes >= 1, got boxes=0"),
     ("hgx:boxes=2,gen=b200", "gen must be a100 or h100"),
     ("hgx:boxes=2,fabric=torus", "fabric must be rail or clos"),
-    ("hgx:boxes=2,gpus=1", "hgx needs gpus >= 2"),
+    ("hgx:boxes=2,gpus_per_box=1", "hgx needs gpus_per_box >= 2"),
     ("hgx:boxes=2,rails=3", "rails=3 NICs must divide the 8 GPUs"),
     ("hgx:boxes=2,rails=0", "hgx needs rails >= 1"),
     ("hgx:boxes=2,leaves=9", "1 <= leaves <= rails=8"),

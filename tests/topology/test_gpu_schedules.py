@@ -14,10 +14,10 @@ from arsched.topology import parse_spec
 
 NAMES = [a.name for a in algorithms() if a.name != "hrl"]  # hrl (a few seconds each): below
 FABRICS = [
-    "hgx:boxes=2,gpus=4",  # rail: one leaf per rail, 2 spines
-    "hgx:boxes=2,gpus=4,gen=h100,leaves=2,spines=0",  # ForestColl's two switches, rail-only
-    "hgx:boxes=4,gpus=2,su=2,oversub=2",  # two units above oversubscribed spines
-    "hgx:boxes=4,gpus=2,fabric=clos,planes=2",  # dual ToR, dual plane
+    "hgx:boxes=2,gpus_per_box=4",  # rail: one leaf per rail, 2 spines
+    "hgx:boxes=2,gpus_per_box=4,gen=h100,leaves=2,spines=0",  # ForestColl's two switches, rail-only
+    "hgx:boxes=4,gpus_per_box=2,su=2,oversub=2",  # two units above oversubscribed spines
+    "hgx:boxes=4,gpus_per_box=2,fabric=clos,planes=2",  # dual ToR, dual plane
 ]
 MI250 = "mi250:boxes=2,rails=8"  # xGMI mesh, NICs shared by the two GCDs of a module
 
@@ -48,4 +48,4 @@ def test_every_algorithm_gives_a_valid_schedule(spec):
 
 @pytest.mark.skipif("hrl" not in {a.name for a in algorithms()}, reason="the rl extra is not installed")
 def test_hrl_gives_a_valid_schedule():
-    assert check("hrl", "hgx:boxes=2,gpus=2", 1e6)
+    assert check("hrl", "hgx:boxes=2,gpus_per_box=2", 1e6)

@@ -5,7 +5,9 @@ the fabric designs in `gpufabric.py`.
 
 One family for NVIDIA boxes, named after the HGX baseboard that DGX and OEM servers share (a
 DGX A100/H100 is an HGX box with one NIC per GPU, this family's default); `gen` picks the
-published bandwidths, and `nvlink`, `pcie`, `nic` override them.
+published bandwidths, and `nvlink`, `pcie`, `nic` override them. The box size is
+`gpus_per_box`, not `gpus`: in a cluster spec (`arsched cluster`) `gpus=` is the GPUs of each
+server, and here every GPU is a server.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def hgx(
     boxes: int,
     gen: str = "a100",
     fabric: str = RAIL,
-    gpus: int = 8,
+    gpus_per_box: int = 8,
     rails: int | None = None,
     nvlink: float | None = None,
     pcie: float | None = None,
@@ -43,7 +45,7 @@ def hgx(
     planes: int = 1,
     latency: float | Sequence[float] | None = None,
 ) -> Topology:
-    """`boxes` NVIDIA HGX boxes of `gpus` GPUs on one NVSwitch each, `rails` NICs per box
+    """`boxes` NVIDIA HGX boxes of `gpus_per_box` GPUs on one NVSwitch each, `rails` NICs per box
     (default one per GPU), on a `fabric` ('rail' or 'clos').
 
     gen 'a100': NVLink 300 GB/s per GPU, PCIe Gen4 31.5 GB/s, HDR 200 Gb/s NICs, 20 boxes per
@@ -54,10 +56,10 @@ def hgx(
     family = "hgx"
     if gen not in ("a100", "h100"):
         raise TopologyError(f"hgx: gen must be a100 or h100, got gen={gen!r}")
-    _count(family, "gpus", gpus, 2)
+    _count(family, "gpus_per_box", gpus_per_box, 2)
     spec = GENERATIONS[gen]
-    box = nvswitch_box(int(gpus), _rate(family, "nvlink", nvlink, spec.intra))
-    name = f"hgx-{gen}({boxes}x{gpus},{fabric})"
+    box = nvswitch_box(int(gpus_per_box), _rate(family, "nvlink", nvlink, spec.intra))
+    name = f"hgx-{gen}({boxes}x{gpus_per_box},{fabric})"
     lat = latency if latency is not None else LATENCY
     return _cluster(
         family, name, box, boxes, fabric, rails, pcie, nic, su, leaves, spines, oversub, planes, lat, gen
