@@ -22,6 +22,8 @@ SPEC_HELP = (
     "A topology: a family spec such as "
     + ", ".join(f"'{e}'" for e in SPEC_EXAMPLES[:5])
     + " (add bandwidth=100Gbps, latency=1us, one value or one per level joined by '/'), "
+    "a GPU cluster such as 'hgx:boxes=4,gen=h100,fabric=rail' or 'mi250:boxes=2,fabric=clos' "
+    "(NVSwitch or xGMI boxes with NICs; nvlink=, nic=, oversub=, spines=, planes=), "
     "or a file: .json, .graphml, or a .csv host list with columns ip,DSW,PSW,ASW."
 )
 

@@ -12,6 +12,7 @@ from arsched.topology.core import (
 )
 from arsched.topology.dcell import dcell
 from arsched.topology.fattree import fattree
+from arsched.topology.gpucluster import hgx, mi250
 from arsched.topology.io import from_dict, hostlist, load, save, to_dict
 from arsched.topology.jellyfish import jellyfish
 from arsched.topology.routing import Router
@@ -33,10 +34,12 @@ __all__ = [
     "dcell",
     "fattree",
     "from_dict",
+    "hgx",
     "hostlist",
     "jellyfish",
     "leafspine",
     "load",
+    "mi250",
     "parse_spec",
     "ring",
     "save",

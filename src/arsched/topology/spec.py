@@ -2,6 +2,8 @@
 
 Every family takes `bandwidth` and `latency` too, one value for all levels or one per level
 separated by '/', in human units: 'fattree:k=4,bandwidth=100Gbps/100Gbps/400Gbps,latency=1us'.
+The GPU clusters (hgx, mi250) name their bandwidths instead (nvlink or xgmi, pcie, nic) and
+take words (gen=h100, fabric=clos) and a ratio (oversub=2 or 2:1).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from arsched.topology.bcube import bcube
 from arsched.topology.core import Topology
 from arsched.topology.dcell import dcell
 from arsched.topology.fattree import fattree
+from arsched.topology.gpucluster import hgx, mi250
 from arsched.topology.io import load
 from arsched.topology.jellyfish import jellyfish
 from arsched.topology.switched import leafspine, star
@@ -31,6 +34,8 @@ FAMILIES: dict[str, Callable[..., Topology]] = {
     "ring": ring,
     "star": star,
     "leafspine": leafspine,
+    "hgx": hgx,
+    "mi250": mi250,
 }
 
 SPEC_EXAMPLES = (
@@ -42,7 +47,12 @@ SPEC_EXAMPLES = (
     "ring:n=8",
     "star:n=8",
     "leafspine:leaves=4,spines=2,servers_per_leaf=4",
+    "hgx:boxes=2,gen=h100",
+    "mi250:boxes=2",
 )
+
+_RATES = ("nvlink", "xgmi", "pcie", "nic")  # one bandwidth each, in human units
+_WORDS = ("gen", "fabric")
 
 
 def _levels(raw: str) -> list[str]:
@@ -63,6 +73,12 @@ def _convert(family: str, key: str, raw: str) -> Any:
     if key == "latency":
         vals = [parse_time(v) for v in raw.split("/")]
         return vals[0] if len(vals) == 1 else vals
+    if key in _RATES:
+        return parse_bandwidth(raw)
+    if key in _WORDS:
+        return raw.lower()
+    if key == "oversub":
+        return _ratio(family, raw)
     if key == "dims":
         parts = raw.lower().split("x")
         if not all(p.isdigit() for p in parts):
@@ -72,6 +88,16 @@ def _convert(family: str, key: str, raw: str) -> Any:
         return int(raw)
     except ValueError:
         raise TopologyError(f"{family}: parameter {key} must be an integer, got {raw!r}") from None
+
+
+def _ratio(family: str, raw: str) -> float:
+    """An oversubscription written 3, 1.5 or 3:1."""
+    top, colon, bottom = raw.partition(":")
+    try:
+        value = float(top) / (float(bottom) if colon else 1.0)
+    except (ValueError, ZeroDivisionError):
+        raise TopologyError(f"{family}: oversub must be a number such as 2 or 3:1, got {raw!r}") from None
+    return value
 
 
 def parse_spec(spec: str) -> Topology:
