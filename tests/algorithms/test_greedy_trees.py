@@ -15,10 +15,12 @@ from arsched.algorithms.greedy_trees import (
     default_chunks,
     fill_round,
     first_fit,
+    incidence,
     round_order,
     run_greedy,
 )
 from arsched.collective import numeric_check, validate
+from arsched.limits import ENV, LimitError
 from arsched.sim import simulate_rounds
 from arsched.topology import bcube, fattree, parse_spec, star
 
@@ -120,3 +122,17 @@ def test_greedy_keeps_the_fastest_chunk_count(spec):
         s = build("greedy-trees", topo, None, 64e6, chunks=chunks)
         assert validate(s).ok
         assert best.time_s <= simulate_rounds(s).time_s * (1 + 1e-12)
+
+
+def test_the_dense_incidence_is_checked_against_the_memory_limit_first(monkeypatch):
+    """The RL state's flow × link incidence grows as ranks² × links (51 GB at fattree:k=16's
+    1,024 ranks); past the limit it is one sentence, before any allocation."""
+    t = star(6)
+    e = FlowTreeEngine(t, t.servers, 1e6, build_trees(t, t.servers, 6))
+    need = e.num_flows * t.compiled.num_links * 4
+    assert incidence(e).shape == (e.num_flows, t.compiled.num_links)
+    monkeypatch.setenv(ENV, str(need - 1))
+    with pytest.raises(LimitError, match=rf"\({e.num_flows} flows × 12 links\), needing about"):
+        incidence(e)
+    monkeypatch.setenv(ENV, str(need))
+    assert incidence(e).sum() == sum(len(e.links_of(f)) for f in range(e.num_flows))

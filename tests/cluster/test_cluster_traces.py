@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arsched.cluster import load_trace, parse_cluster
+from arsched.cluster import load_trace, parse_cluster, traces
 from arsched.cluster.models import ZOO
 from arsched.cluster.synthetic import synthetic
 from arsched.errors import ArschedError
+from arsched.limits import ENV, TRACE_BYTES, LimitError
+from clihelp import assert_one_line_error, run
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared/data is not beside the project")
@@ -146,3 +148,55 @@ def test_cluster_spec_keys():
     assert (c.num_servers, c.gpus_per_server, c.intra_bandwidth) == (8, 4, 100e9)
     with pytest.raises(ArschedError, match="gpus must be a positive integer"):
         parse_cluster("leafspine:leaves=2,spines=2,servers_per_leaf=4,gpus=x")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_a_50_gb_trace_is_refused_before_it_is_read(suffix, tmp_path, capsys):
+    """Read whole, a trace takes up to 26 bytes of memory per byte of file: a 50 GB one (sparse
+    here, so it takes no disk) is one sentence at once instead of a process that grows."""
+    big = tmp_path / f"huge{suffix}"
+    with big.open("wb") as f:
+        f.truncate(50 * 10**9)
+    code, out, err = run(capsys, "--max-memory", "64GB", "cluster", "run", "--trace", str(big))
+    assert_one_line_error(code, err)
+    assert out == ""
+    assert f"trace {big} holds 50 GB to read, needing about 1.6 TB of memory" in err
+    assert "limit of 64 GB" in err
+
+
+def test_the_trace_size_follows_the_memory_limit(tmp_path, monkeypatch):
+    f = tmp_path / "t.csv"
+    f.write_bytes(TIRESIAS_HEAD.encode() + b"0,1,0,100,resnet50,50,1\n\xff\xfe")  # not UTF-8 at the end
+    monkeypatch.setenv(ENV, str(f.stat().st_size * TRACE_BYTES - 1))
+    with pytest.raises(LimitError, match=rf"trace {f} holds 93 B to read"):
+        load_trace(str(f))  # refused before the bytes that are not UTF-8 are read
+    monkeypatch.setenv(ENV, str(f.stat().st_size * TRACE_BYTES))
+    with pytest.raises(ArschedError, match="is not UTF-8 text"):
+        load_trace(str(f))
+
+
+@pytest.mark.parametrize("fmt", ["tiresias", "helios", "philly"])
+def test_a_trace_of_more_jobs_than_a_synthetic_one_is_refused(fmt, tmp_path, monkeypatch):
+    monkeypatch.setattr(traces, "MAX_JOBS", 2)
+    f = tmp_path / ("t.json" if fmt == "philly" else "t.csv")
+    if fmt == "tiresias":
+        f.write_text(TIRESIAS_HEAD + "".join(f"{i},1,{i},100,resnet50,50,1\n" for i in range(3)))
+    elif fmt == "helios":
+        row = "{},u,vc,1,4,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:00:00,2020-04-01 00:10:00,600,0\n"
+        f.write_text(HELIOS_HEAD + "".join(row.format(i) for i in range(3)))
+    else:
+        job = {
+            "submitted_time": "2017-10-03 02:00:00",
+            "attempts": [
+                {
+                    "start_time": "2017-10-03 02:00:10",
+                    "end_time": "2017-10-03 03:00:10",
+                    "detail": [{"ip": "m1", "gpus": ["gpu0"]}],
+                }
+            ],
+        }
+        f.write_text(json.dumps([{"jobid": f"j{i}", **job} for i in range(3)]))
+    with pytest.raises(ArschedError, match=rf"{f} has more than 2 jobs \(as many as a synthetic trace"):
+        load_trace(str(f))
+    monkeypatch.setattr(traces, "MAX_JOBS", 3)
+    assert len(load_trace(str(f))[0]) == 3

@@ -75,8 +75,27 @@ ERRORS = {
         "add up to more than a float holds",
     ),
     "simulate-overflows": (
-        ("simulate", str(S / "link_bandwidth_subnormal.json"), "--json"),
+        ("simulate", str(S / "link_bandwidth_1e-300_bytes_1e12.json"), "--json"),
         "the simulated time of",
+    ),
+    # a subnormal bandwidth (issue 20, section 2): refused where the topology is read
+    **{
+        f"{argv[0]}-subnormal-bandwidth": (
+            argv,
+            "link s0->s1 in ring(3) has bandwidth "
+            + ("5e-324" if "subnormal" in argv[1] else "1e-310")
+            + " bytes/s, below the smallest normal float (2.23e-308)",
+        )
+        for argv in (
+            ("simulate", str(S / "link_bandwidth_subnormal.json"), "--json"),
+            ("validate", str(S / "link_bandwidth_subnormal.json")),
+            ("topology", str(T / "one_link_1e-310.json"), "--json"),
+            ("bound", "-t", str(T / "one_link_1e-310.json"), "--json"),
+        )
+    },
+    "spec-subnormal-bandwidth": (
+        ("topology", "star:n=4,bandwidth=1e-310"),
+        "has bandwidth 1e-310 bytes/s, below the smallest normal float",
     ),
     # algorithms' options
     "tree-packing-chunks": (

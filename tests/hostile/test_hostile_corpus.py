@@ -3,7 +3,7 @@
 The contract (issue 20): exit 0, 1 (a finding: an invalid schedule) or 2; exit 2 means exactly
 one line on stderr starting with `error:` and no traceback (nor a warning); nothing is written but the output
 named on the command line, and that only on success. The corpus holds small files (schedules/,
-topologies/, msccl/); the large or deep ones are made here (`GENERATED`) instead of stored.
+topologies/, msccl/, traces/); the large or deep ones are made here (`GENERATED`) instead of stored.
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ COMMANDS = {
     ],
     "msccl": [
         ("import", "{in}", "-t", "ring:n=3", "-o", "{out}.json"),
+    ],
+    "traces": [
+        ("cluster", "run", "--trace", "{in}", "--json"),
+        ("cluster", "run", "--trace", "{in}", "--skip-bad-rows", "--json"),
     ],
 }
 

@@ -24,6 +24,7 @@ from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_t
 from arsched.algorithms.registry import register
 from arsched.algorithms.trees import tree_depths, tree_heights
 from arsched.collective.schedule import Schedule
+from arsched.limits import check_memory, format_count
 from arsched.topology.core import Topology
 
 
@@ -49,8 +50,17 @@ def default_chunks(num_ranks: int) -> int:
 
 
 def incidence(engine: FlowTreeEngine) -> np.ndarray:
-    """Dense flow × directed-link incidence (float32, for matrix products)."""
-    inc = np.zeros((engine.num_flows, engine.topology.compiled.num_links), dtype=np.float32)
+    """Dense flow × directed-link incidence (float32, for matrix products; the RL state's), refused
+    up front when it would not fit in the memory limit (`arsched.limits`): with one chunk per
+    rank (greedy's default from 128 ranks on) it has about 2n² flows, 51 GB on fattree:k=16's
+    1,024 ranks."""
+    flows, links = engine.num_flows, engine.topology.compiled.num_links
+    check_memory(
+        f"the dense flow × link incidence of {engine.algorithm} on {engine.topology.name} "
+        f"({format_count(flows)} flows × {format_count(links)} links)",
+        flows * links * np.dtype(np.float32).itemsize,
+    )
+    inc = np.zeros((flows, links), dtype=np.float32)
     for f in range(engine.num_flows):
         inc[f, engine.links_of(f)] = 1.0
     return inc

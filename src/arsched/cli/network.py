@@ -18,11 +18,11 @@ def _ports(topo: Any) -> int | list[int]:
     return ports[0] if len(ports) == 1 else [ports[0], ports[-1]]
 
 
-def _diameter(topo: Any) -> int:
-    hops = topo.router.hop_matrix(topo.servers)
-    if (hops < 0).any():
-        raise ArschedError(f"topology {topo.name} is not connected: some servers cannot reach others")
-    return int(hops.max())
+def _diameter(topo: Any) -> int | list[int]:
+    from arsched.topology.diameter import server_diameter
+
+    d = server_diameter(topo)  # [low, high] where the work to settle it would be too much
+    return d.low if d.exact else [d.low, d.high]
 
 
 def check_finite(values: dict[str, Any], what: str) -> None:

@@ -13,6 +13,11 @@ Formats (times in seconds unless said):
 - Helios: `job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,
   duration,queue`; rows with gpu_num 0 are CPU jobs and left out (not errors).
 Philly and Helios name no model: each job gets one from the zoo by a hash of its id.
+
+A trace file is read whole, so one over the memory limit (`arsched.limits`, about 32 bytes of
+memory per byte of file: 360 MB where the limit is 11.5 GB; `--max-memory` raises it) is refused
+before it is read, and a trace of more jobs than a synthetic one may have (1,000,000) is refused
+at the job past that.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from typing import Any
 from arsched.cluster.csvfile import read_csv
 from arsched.cluster.jobs import Workload
 from arsched.cluster.models import ZOO, model
+from arsched.cluster.synthetic import MAX_JOBS
 from arsched.errors import ArschedError
+from arsched.limits import TRACE_BYTES, check_file
 
 TIRESIAS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
 HELIOS = ("job_id", "gpu_num", "submit_time", "duration")
@@ -64,6 +71,11 @@ class _Rows:
         log.debug("%s row %d skipped: field %r %s", self.path, row, fld, problem)
 
     def add(self, jid: str, mdl: str, arrival: float, tau: float, work: float, gpus: int) -> None:
+        if len(self.cols["ids"]) >= MAX_JOBS:
+            raise ArschedError(
+                f"{self.path} has more than {MAX_JOBS:,} jobs (as many as a synthetic trace may have); "
+                "split it or keep the part to simulate"
+            )
         for key, val in zip(
             self.cols, (jid, mdl, arrival, tau, model(mdl).grad_bytes, work, gpus), strict=True
         ):
@@ -100,6 +112,15 @@ def _gpus(rows: _Rows, row: int, rec: dict, key: str, val: float) -> int | None:
     return int(val)
 
 
+def _check_size(path: Path) -> None:
+    """Refuse a trace file too big to read within the memory limit, before reading it."""
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise ArschedError(f"cannot read trace {path} ({e.strerror or e})") from None
+    check_file("trace", path, size, TRACE_BYTES)
+
+
 def _model_for(job_id: str) -> str:
     names = list(ZOO)
     return names[zlib.crc32(job_id.encode()) % len(names)]
@@ -115,6 +136,7 @@ def _csv(path: Path, required: tuple[str, ...], fmt: str) -> list[dict[str, str]
 
 def load_tiresias(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
     """A Tiresias job CSV; returns the workload and the number of bad rows skipped."""
+    _check_size(path)
     rows = _Rows(path, skip_bad_rows, elastic)
     for i, rec in enumerate(_csv(path, TIRESIAS, "Tiresias"), start=2):
         vals = [_number(rows, i, rec, k, positive=k != "submit_time") for k in TIRESIAS[1:4]]
@@ -151,6 +173,7 @@ def _time(rows: _Rows, row: int, value: Any, fld: str) -> float | None:
 
 def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
     """A Philly `cluster_job_log` JSON file (row = position of the job in the list, from 1)."""
+    _check_size(path)
     try:
         jobs = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -197,6 +220,7 @@ def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tu
 
 def load_helios(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
     """A Helios `cluster_log.csv`; CPU-only rows (gpu_num 0) are left out."""
+    _check_size(path)
     rows = _Rows(path, skip_bad_rows, elastic)
     for i, rec in enumerate(_csv(path, HELIOS, "Helios"), start=2):
         num = _number(rows, i, rec, "gpu_num", positive=False)
@@ -224,6 +248,7 @@ def load_trace(spec: str, skip_bad_rows: bool = False, elastic: int = 2) -> tupl
     path = Path(spec)
     if not path.is_file():
         raise ArschedError(f"trace {spec!r} is neither a file nor a spec like synthetic:jobs=1000,seed=1")
+    _check_size(path)  # before the header is read: a huge file may have no line break
     if path.suffix.lower() == ".json":
         return load_philly(path, skip_bad_rows, elastic)
     header, _ = read_csv(path, "trace", rows=0)

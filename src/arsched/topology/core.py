@@ -1,13 +1,16 @@
 """The Topology: servers and switches joined by directed links with bandwidth and latency.
 
 A cable is two directed links (full duplex). Servers may forward traffic (BCube, DCell and tori
-are server-centric); switches never hold data. A Topology is immutable once built; its compiled
-array form (for simulators and bounds) and its router are computed once and cached.
+are server-centric); switches never hold data. Every link has a finite bandwidth of at least
+`MIN_BANDWIDTH` (below it, no transfer time a float can hold) and a finite latency >= 0. A
+Topology is immutable once built; its compiled array form (for simulators and bounds) and its
+router are computed once and cached.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,6 +32,10 @@ KINDS = (SERVER, SWITCH)
 
 DEFAULT_BANDWIDTH = 100e9 / 8  # 100 Gb/s in bytes per second
 DEFAULT_LATENCY = 1e-6  # 1 microsecond per link
+MIN_BANDWIDTH = sys.float_info.min
+"""The least bandwidth a link may have (2.2e-308 bytes/s, the smallest normal float): a subnormal
+one is refused, since a transfer's time (bytes / bandwidth) over it overflows for any size above
+a few bytes, and 1 / bandwidth already for those below 5.6e-309."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,12 @@ class Topology:
         if not (isinstance(bw, (int, float)) and _finite(bw) and bw > 0):
             raise TopologyError(
                 f"link {link.src}->{link.dst} has bandwidth {bw!r}; it must be a finite number > 0"
+            )
+        if bw < MIN_BANDWIDTH:
+            raise TopologyError(
+                f"link {link.src}->{link.dst} in {self.name} has bandwidth {bw!r} bytes/s, below the "
+                f"smallest normal float ({MIN_BANDWIDTH:.3g}): over it a transfer of a few bytes would "
+                "take longer than a float can hold"
             )
         if not (isinstance(lat, (int, float)) and _finite(lat) and lat >= 0):
             raise TopologyError(

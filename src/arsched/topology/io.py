@@ -146,6 +146,9 @@ def load(
     """Read a topology from .json (a topology object or a schedule), .graphml or a .csv host list.
 
     `bandwidth`/`latency` apply where the file carries none (host lists, bare GraphML edges).
+    Bandwidths are bytes/s, finite and at least `arsched.topology.core.MIN_BANDWIDTH` (2.2e-308,
+    the smallest normal float: over a subnormal one even a few bytes take longer than a float
+    holds); a link below it is refused with a sentence naming the link and the value.
     """
     p = check_input(path, "topology file", TopologyError)
     suffix = p.suffix.lower()
