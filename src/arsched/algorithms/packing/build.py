@@ -96,7 +96,7 @@ def tree_packing(
             if plan.time < time:
                 return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
     if stages is None:
-        stages = default_stages(packing, topology, nbytes, alpha)
+        stages = default_stages(packing.rate, topology, nbytes, alpha)
     stages = _positive(stages, "stages")
     units = _positive(UNITS if units is None else units, "units")
     count = deal(packing.weights, units * stages)
