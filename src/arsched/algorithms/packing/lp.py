@@ -82,7 +82,7 @@ def pair_usage(topology: Topology, ranks: tuple[str, ...]) -> tuple[np.ndarray, 
     return iu, iv, use[pair[iu, iv]] + use[pair[iv, iu]]
 
 
-def _positive_prices(price: np.ndarray) -> np.ndarray:
+def positive_prices(price: np.ndarray) -> np.ndarray:
     """Prices made strictly positive: a zero weight would vanish from a sparse graph."""
     return np.maximum(price, 0) + 1e-9 * price.max() + 1e-12
 
@@ -124,7 +124,7 @@ class TreeOracles:
     def spanning(self, price: np.ndarray) -> np.ndarray:
         """The minimum spanning tree under pair prices (the exact pricing oracle)."""
         n, iu, iv = self.n, self.iu, self.iv
-        t = minimum_spanning_tree(sp.csr_array((_positive_prices(price), (iu, iv)), shape=(n, n))).tocoo()
+        t = minimum_spanning_tree(sp.csr_array((positive_prices(price), (iu, iv)), shape=(n, n))).tocoo()
         return self._of_edges(t.row, t.col)
 
     def prims(
@@ -136,7 +136,7 @@ class TreeOracles:
 
     def _dense(self, price: np.ndarray) -> np.ndarray:
         dense = np.zeros((self.n, self.n))
-        dense[self.iu, self.iv] = dense[self.iv, self.iu] = _positive_prices(price)
+        dense[self.iu, self.iv] = dense[self.iv, self.iu] = positive_prices(price)
         return dense
 
     def _prims(self, dense: np.ndarray, roots: np.ndarray, limit: int) -> list[tuple[np.ndarray, int]]:
