@@ -21,7 +21,6 @@ from arsched.algorithms.packing.directed import DirectedPacking, pack_directed, 
 from arsched.algorithms.packing.lp import MAX_ITERATIONS, Packing, pack
 from arsched.algorithms.packing.pipeline import (
     UNITS,
-    add_pipeline,
     add_sends_pipeline,
     choose_pipeline,
     choose_stages,
@@ -30,8 +29,8 @@ from arsched.algorithms.packing.pipeline import (
     step_overhead,
 )
 from arsched.algorithms.registry import NotApplicable, register
-from arsched.algorithms.routes import route
-from arsched.algorithms.trees import in_out_sends, tree_edges, tree_heights
+from arsched.algorithms.routes import Routes, route
+from arsched.algorithms.trees import Sends, in_out_sends, tree_edges, tree_heights, tree_sends
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
@@ -101,28 +100,8 @@ def tree_packing(
             log.info("tree-packing: balanced steps, R = %d, %.3f x the bound", plan.steps, plan.time / bound)
             if plan.time < time:
                 return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
-    if stages is None:
-        stages = default_stages(packing.rate, topology, nbytes, alpha)
-    stages = _positive(stages, "stages")
-    units = _positive(UNITS if units is None else units, "units")
-    count = deal(packing.weights, units * stages)
-    b = ScheduleBuilder(
-        topology,
-        rs,
-        nbytes,
-        units * stages,
-        "tree-packing",
-        {
-            "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
-            "seed": seed,
-            "lp_rate": packing.rate,
-            "lp_optimum": packing.optimum,
-            "trees": int((count > 0).sum()),
-            "max_height": int(packing.heights[count > 0].max()),
-        },
-    )
-    add_pipeline(b, packing.parents, count, stages, routes)
-    return b.build()
+    sends = [tree_sends(parent) for parent in packing.parents]
+    return _pipeline(topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed)
 
 
 def _balanced_schedule(
@@ -184,28 +163,46 @@ def _directed_schedule(
             stages,
             time * packing.limit / nbytes,
         )
+    return _pipeline(
+        topology, ranks, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed, "directed"
+    )
+
+
+def _pipeline(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    packing: Packing | DirectedPacking,
+    sends: list[Sends],
+    routes: Routes,
+    units: int | None,
+    stages: int | None,
+    alpha: float,
+    iterations: int,
+    seed: int,
+    kind: str | None = None,
+) -> Schedule:
+    """The pipelined schedule of the packing's trees (or pieces) given by their sends
+    (`tree_sends`, `in_out_sends`) on `routes`; `kind` names a packing other than the
+    undirected one in the meta."""
     if stages is None:
         stages = default_stages(packing.rate, topology, nbytes, alpha)
     stages = _positive(stages, "stages")
     units = _positive(UNITS if units is None else units, "units")
     count = deal(packing.weights, units * stages)
-    b = ScheduleBuilder(
-        topology,
-        ranks,
-        nbytes,
-        units * stages,
-        "tree-packing",
-        {
-            "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
-            "seed": seed,
-            "packing": "directed",
-            "lp_rate": packing.rate,
-            "lp_optimum": packing.optimum,
-            "trees": int((count > 0).sum()),
-            "max_height": int(packing.heights[count > 0].max()),
-        },
-    )
-    add_sends_pipeline(
-        b, [x if c else None for x, c in zip(sends, count.tolist(), strict=True)], count, stages, routes
-    )
+    meta: dict = {
+        "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
+        "seed": seed,
+    }
+    if kind is not None:
+        meta["packing"] = kind
+    meta |= {
+        "lp_rate": packing.rate,
+        "lp_optimum": packing.optimum,
+        "trees": int((count > 0).sum()),
+        "max_height": int(packing.heights[count > 0].max()),
+    }
+    b = ScheduleBuilder(topology, ranks, nbytes, units * stages, "tree-packing", meta)
+    used = [x if c else None for x, c in zip(sends, count.tolist(), strict=True)]
+    add_sends_pipeline(b, used, count, stages, routes)
     return b.build()

@@ -142,21 +142,12 @@ def choose_stages(
     return *options[best], times[best]
 
 
-def add_pipeline(
-    b: ScheduleBuilder, parents: Sequence[np.ndarray], count: np.ndarray, stages: int, routes: Routes
-) -> None:
-    """Tree i's `count[i]` chunks (numbered tree by tree) spread evenly over `stages` steps,
-    about count[i] / stages entering at each, every one pipelined up and down tree i on the
-    `routes` of its edges."""
-    sends = [tree_sends(parent) if c else None for parent, c in zip(parents, count.tolist(), strict=True)]
-    add_sends_pipeline(b, sends, count, stages, routes)
-
-
 def add_sends_pipeline(
     b: ScheduleBuilder, sends: Sequence[Sends | None], count: np.ndarray, stages: int, routes: Routes
 ) -> None:
-    """`add_pipeline` for trees given by their sends (`tree_sends`, `in_out_sends`; None for
-    trees without chunks)."""
+    """Tree i's `count[i]` chunks (numbered tree by tree) spread evenly over `stages` steps,
+    about count[i] / stages entering at each, every one pipelined along tree i's sends
+    (`tree_sends`, `in_out_sends`; None for trees without chunks) on the `routes` of its edges."""
     used = [x for x, c in zip(sends, count.tolist(), strict=True) if c]
     paths = intern(b, routes, np.concatenate([x[0] for x in used]), np.concatenate([x[1] for x in used]))
     members = np.arange(len(b.ranks))
