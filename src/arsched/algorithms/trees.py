@@ -88,6 +88,62 @@ def edge_steps(parent: np.ndarray, height: np.ndarray) -> tuple[np.ndarray, np.n
     return kids, height[kids], int(height[root]) + depth[kids]
 
 
+Sends = tuple[np.ndarray, np.ndarray, np.ndarray]  # (sources, destinations, steps) of a chunk's sends
+
+
+def tree_sends(parent: np.ndarray, height: np.ndarray | None = None) -> Sends:
+    """(sources, destinations, steps) of every send of a chunk up and down one tree relative to
+    its entry (`edge_steps`; `height` from `tree_heights` if known): the reduces first, then
+    the copies."""
+    kids, up, down = edge_steps(parent, tree_heights(parent) if height is None else height)
+    return (
+        np.concatenate([kids, parent[kids]]),
+        np.concatenate([parent[kids], kids]),
+        np.concatenate([up, down]),
+    )
+
+
+def in_out_sends(in_parent: np.ndarray, out_parent: np.ndarray) -> Sends:
+    """(sources, destinations, steps) of every send of a chunk reduced up an in-tree and
+    broadcast down an out-tree with the same root, relative to its entry: a child of in-height h
+    adds into its in-parent at step h, a node at out-depth d gets the sum at step H + d, H the
+    in-tree's height. With the out-tree the in-tree reversed these are `tree_sends`."""
+    height = tree_heights(in_parent)
+    depth = tree_depths(out_parent)
+    root = int(np.flatnonzero(in_parent < 0)[0])
+    ups, downs = np.flatnonzero(in_parent >= 0), np.flatnonzero(out_parent >= 0)
+    return (
+        np.concatenate([ups, out_parent[downs]]),
+        np.concatenate([in_parent[ups], downs]),
+        np.concatenate([height[ups], int(height[root]) + depth[downs]]),
+    )
+
+
+def add_sends(
+    b: ScheduleBuilder,
+    members: np.ndarray,
+    sends: Sends,
+    tree_chunks: np.ndarray,
+    offsets: np.ndarray | None = None,
+    path_ids: np.ndarray | None = None,
+) -> None:
+    """Pipelined `sends` (`tree_sends`, `in_out_sends`: the first half of them reduce, the
+    rest copy; positions index `members`); chunk k enters the pipeline at step offsets[k]
+    (default k: one chunk per step). Transfers take the default routes, or
+    `path_ids[src rank, dst rank]` (ids interned in `b`)."""
+    src, dst, at = sends
+    chunks = np.asarray(tree_chunks)
+    starts = np.arange(len(chunks)) if offsets is None else np.asarray(offsets)
+    reps, half = len(chunks), len(src) // 2
+    for part, op in ((slice(0, half), "reduce"), (slice(half, len(src)), "copy")):
+        for h in np.unique(at[part]):
+            on = at[part] == h  # every chunk crosses these edges, chunk c at step h + starts[c]
+            s, d = members[src[part][on]], members[dst[part][on]]
+            step = np.repeat(starts + int(h), len(s))
+            pids = None if path_ids is None else np.tile(path_ids[s, d], reps)
+            b.add_rank_arrays(step, np.repeat(chunks, len(s)), np.tile(s, reps), np.tile(d, reps), op, pids)
+
+
 def add_tree(
     b: ScheduleBuilder,
     members: np.ndarray,
@@ -97,24 +153,6 @@ def add_tree(
     offsets: np.ndarray | None = None,
     path_ids: np.ndarray | None = None,
 ) -> None:
-    """Pipelined reduce up and broadcast down one tree (positions index `members`); chunk k
-    enters the pipeline at step offsets[k] (default k: one chunk per step), each edge at its
-    `edge_steps`. Transfers take the default routes, or `path_ids[src rank, dst rank]` (ids
-    interned in `b`)."""
-    kids, up_step, down_step = edge_steps(parent, height)
-    chunks = np.asarray(tree_chunks)
-    starts = np.arange(len(chunks)) if offsets is None else np.asarray(offsets)
-
-    def add(nodes: np.ndarray, first: int, src: np.ndarray, dst: np.ndarray, op: str) -> None:
-        k = len(nodes)  # every chunk crosses these edges, chunk c at step first + starts[c]
-        step = np.repeat(starts + first, k)
-        reps = len(chunks)
-        pids = None if path_ids is None else np.tile(path_ids[src, dst], reps)
-        b.add_rank_arrays(step, np.repeat(chunks, k), np.tile(src, reps), np.tile(dst, reps), op, pids)
-
-    for h in np.unique(up_step):
-        up = kids[up_step == h]
-        add(up, int(h), members[up], members[parent[up]], "reduce")
-    for d in np.unique(down_step):
-        down = kids[down_step == d]
-        add(down, int(d), members[parent[down]], members[down], "copy")
+    """Pipelined reduce up and broadcast down one tree (positions index `members`), each edge
+    at its `edge_steps` (see `add_sends`)."""
+    add_sends(b, members, tree_sends(parent, height), tree_chunks, offsets, path_ids)

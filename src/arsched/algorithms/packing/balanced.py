@@ -127,8 +127,10 @@ def join(parent: np.ndarray, root: int, weight: np.ndarray) -> np.ndarray:
     into = weight[:, ~free]
     best = np.where(free, into.min(axis=1), np.inf)
     via = np.flatnonzero(~free)[np.argmin(into, axis=1)]
-    while free.any():
+    for _ in range(int(free.sum())):  # one rank joins per pass
         c = int(np.argmin(best))
+        if not np.isfinite(best[c]):  # the free ranks have no edge into the tree
+            raise ArschedError("tree-packing: the balanced steps' edges do not join all ranks")
         parent[c], free[c], best[c] = via[c], False, np.inf
         better = free & (weight[:, c] < best)
         best[better], via[better] = weight[better, c], c
@@ -177,6 +179,11 @@ class Network:
         pair = routes.positions(n)
         edges = np.nonzero((pair >= 0) & (pair.T >= 0))
         wide = [hang_from(edges, n, r) for r in range(n)]
+        if (wide[0] >= 0).sum() < n - 1:  # the breadth-first tree misses ranks
+            raise ArschedError(
+                "tree-packing: balanced steps send every tree edge both ways, and the routes used both "
+                "ways do not join all ranks (a network with one-way links): use levels=false"
+            )
         used = np.unique(routes.links)
         use = routes.link_matrix(topology.compiled.num_links)[:, used].tocsr()
         cap = topology.compiled.capacity[used]

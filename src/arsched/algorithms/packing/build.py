@@ -17,18 +17,20 @@ import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks
 from arsched.algorithms.packing.balanced import BalancedPlan, add_balanced, balance
+from arsched.algorithms.packing.directed import DirectedPacking, pack_directed, symmetric
 from arsched.algorithms.packing.lp import MAX_ITERATIONS, Packing, pack
 from arsched.algorithms.packing.pipeline import (
     UNITS,
-    add_pipeline,
+    add_sends_pipeline,
     choose_pipeline,
+    choose_stages,
     deal,
     default_stages,
     step_overhead,
 )
 from arsched.algorithms.registry import NotApplicable, register
-from arsched.algorithms.routes import route
-from arsched.algorithms.trees import tree_edges, tree_heights
+from arsched.algorithms.routes import Routes, route
+from arsched.algorithms.trees import Sends, in_out_sends, tree_edges, tree_heights, tree_sends
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
@@ -78,6 +80,9 @@ def tree_packing(
         raise ArschedError(f"tree-packing: levels must be true or false, got {levels!r}")
     if levels and (units is not None or stages is not None):
         raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
+    if not levels and not symmetric(topology):
+        packed = pack_directed(topology, rs, _positive(iterations, "iterations"))
+        return _directed_schedule(topology, rs, nbytes, packed, units, stages, alpha, iterations, seed)
     packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
     overhead = step_overhead(topology, alpha)
     if levels:
@@ -95,28 +100,8 @@ def tree_packing(
             log.info("tree-packing: balanced steps, R = %d, %.3f x the bound", plan.steps, plan.time / bound)
             if plan.time < time:
                 return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
-    if stages is None:
-        stages = default_stages(packing, topology, nbytes, alpha)
-    stages = _positive(stages, "stages")
-    units = _positive(UNITS if units is None else units, "units")
-    count = deal(packing.weights, units * stages)
-    b = ScheduleBuilder(
-        topology,
-        rs,
-        nbytes,
-        units * stages,
-        "tree-packing",
-        {
-            "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
-            "seed": seed,
-            "lp_rate": packing.rate,
-            "lp_optimum": packing.optimum,
-            "trees": int((count > 0).sum()),
-            "max_height": int(packing.heights[count > 0].max()),
-        },
-    )
-    add_pipeline(b, packing.parents, count, stages, routes)
-    return b.build()
+    sends = [tree_sends(parent) for parent in packing.parents]
+    return _pipeline(topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed)
 
 
 def _balanced_schedule(
@@ -148,4 +133,76 @@ def _balanced_schedule(
         },
     )
     add_balanced(b, plan)
+    return b.build()
+
+
+def _directed_schedule(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    packing: DirectedPacking,
+    units: int | None,
+    stages: int | None,
+    alpha: float,
+    iterations: int,
+    seed: int,
+) -> Schedule:
+    """The pipelined schedule of a directed packing: every piece's chunks up its in-tree and down
+    its out-tree (`in_out_sends`), the pipeline chosen as for the undirected trees."""
+    sends = [in_out_sends(i, o) for i, o in zip(packing.ins, packing.outs, strict=True)]
+    routes = route(
+        topology, ranks, np.concatenate([x[0] for x in sends]), np.concatenate([x[1] for x in sends])
+    )
+    if units is None and stages is None:
+        units, stages, time = choose_stages(
+            sends, packing.weights, packing.rate, routes, topology, nbytes, alpha
+        )
+        log.info(
+            "tree-packing: directed pipeline of %d units x %d stages, %.3f x the bound",
+            units,
+            stages,
+            time * packing.limit / nbytes,
+        )
+    return _pipeline(
+        topology, ranks, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed, "directed"
+    )
+
+
+def _pipeline(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    packing: Packing | DirectedPacking,
+    sends: list[Sends],
+    routes: Routes,
+    units: int | None,
+    stages: int | None,
+    alpha: float,
+    iterations: int,
+    seed: int,
+    kind: str | None = None,
+) -> Schedule:
+    """The pipelined schedule of the packing's trees (or pieces) given by their sends
+    (`tree_sends`, `in_out_sends`) on `routes`; `kind` names a packing other than the
+    undirected one in the meta."""
+    if stages is None:
+        stages = default_stages(packing.rate, topology, nbytes, alpha)
+    stages = _positive(stages, "stages")
+    units = _positive(UNITS if units is None else units, "units")
+    count = deal(packing.weights, units * stages)
+    meta: dict = {
+        "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
+        "seed": seed,
+    }
+    if kind is not None:
+        meta["packing"] = kind
+    meta |= {
+        "lp_rate": packing.rate,
+        "lp_optimum": packing.optimum,
+        "trees": int((count > 0).sum()),
+        "max_height": int(packing.heights[count > 0].max()),
+    }
+    b = ScheduleBuilder(topology, ranks, nbytes, units * stages, "tree-packing", meta)
+    used = [x if c else None for x, c in zip(sends, count.tolist(), strict=True)]
+    add_sends_pipeline(b, used, count, stages, routes)
     return b.build()

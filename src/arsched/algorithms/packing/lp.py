@@ -82,7 +82,7 @@ def pair_usage(topology: Topology, ranks: tuple[str, ...]) -> tuple[np.ndarray, 
     return iu, iv, use[pair[iu, iv]] + use[pair[iv, iu]]
 
 
-def _positive_prices(price: np.ndarray) -> np.ndarray:
+def positive_prices(price: np.ndarray) -> np.ndarray:
     """Prices made strictly positive: a zero weight would vanish from a sparse graph."""
     return np.maximum(price, 0) + 1e-9 * price.max() + 1e-12
 
@@ -124,7 +124,7 @@ class TreeOracles:
     def spanning(self, price: np.ndarray) -> np.ndarray:
         """The minimum spanning tree under pair prices (the exact pricing oracle)."""
         n, iu, iv = self.n, self.iu, self.iv
-        t = minimum_spanning_tree(sp.csr_array((_positive_prices(price), (iu, iv)), shape=(n, n))).tocoo()
+        t = minimum_spanning_tree(sp.csr_array((positive_prices(price), (iu, iv)), shape=(n, n))).tocoo()
         return self._of_edges(t.row, t.col)
 
     def prims(
@@ -136,50 +136,68 @@ class TreeOracles:
 
     def _dense(self, price: np.ndarray) -> np.ndarray:
         dense = np.zeros((self.n, self.n))
-        dense[self.iu, self.iv] = dense[self.iv, self.iu] = _positive_prices(price)
+        dense[self.iu, self.iv] = dense[self.iv, self.iu] = positive_prices(price)
         return dense
 
     def _prims(self, dense: np.ndarray, roots: np.ndarray, limit: int) -> list[tuple[np.ndarray, int]]:
-        """Prim's algorithm from each root at once (one row per root), attaching only to nodes
-        above depth `limit`: cheap trees of height at most `limit` (stars for 1)."""
-        n, rows = self.n, np.arange(len(roots))
-        free = np.ones((len(roots), n), dtype=bool)
-        free[rows, roots] = False
-        depth = np.zeros((len(roots), n), dtype=np.int64)
-        best = dense[roots].copy()
-        via = np.repeat(roots[:, None], n, axis=1)
-        parent = np.full((len(roots), n), -1)
-        for _ in range(n - 1):
-            v = np.argmin(np.where(free, best, np.inf), axis=1)
-            free[rows, v] = False
-            parent[rows, v] = via[rows, v]
-            depth[rows, v] = depth[rows, parent[rows, v]] + 1
-            grow = rows[depth[rows, v] < limit]
-            cand = dense[v[grow]]
-            better = cand < best[grow]
-            best[grow] = np.where(better, cand, best[grow])
-            via[grow] = np.where(better, v[grow][:, None], via[grow])
+        parent, tall = prim_parents(dense, roots, limit)
         kids = [np.flatnonzero(p >= 0) for p in parent]
-        tall = depth.max(axis=1).tolist()
         return [(self._of_edges(p[k], k), h) for p, k, h in zip(parent, kids, tall, strict=True)]
 
 
-class TreeLP:
-    """The packing LP over the trees found so far, in HiGHS, warm-started as columns arrive."""
+def prim_parents(dense: np.ndarray, roots: np.ndarray, limit: int) -> tuple[np.ndarray, list[int]]:
+    """Prim's algorithm from each root at once (one row per root), attaching only to nodes
+    above depth `limit`: cheap trees of height at most `limit` (stars for 1), as (roots × n)
+    parent arrays and their heights. `dense[u, v]` is the cost of attaching v below u, so an
+    asymmetric matrix grows out-arborescences (its transpose in-arborescences)."""
+    n, rows = dense.shape[0], np.arange(len(roots))
+    free = np.ones((len(roots), n), dtype=bool)
+    free[rows, roots] = False
+    depth = np.zeros((len(roots), n), dtype=np.int64)
+    best = dense[roots].copy()
+    via = np.repeat(roots[:, None], n, axis=1)
+    parent = np.full((len(roots), n), -1)
+    for _ in range(n - 1):
+        v = np.argmin(np.where(free, best, np.inf), axis=1)
+        free[rows, v] = False
+        parent[rows, v] = via[rows, v]
+        depth[rows, v] = depth[rows, parent[rows, v]] + 1
+        grow = rows[depth[rows, v] < limit]
+        cand = dense[v[grow]]
+        better = cand < best[grow]
+        best[grow] = np.where(better, cand, best[grow])
+        via[grow] = np.where(better, v[grow][:, None], via[grow])
+    return parent, depth.max(axis=1).tolist()
 
-    def __init__(self, caps: np.ndarray) -> None:
+
+class TreeLP:
+    """The packing LP over the trees found so far, in HiGHS, warm-started as columns arrive:
+    a row per link (usage ≤ capacity) and `equalities` rows that must sum to zero (the
+    directed packing's balance of every root's in-trees and out-trees)."""
+
+    def __init__(self, caps: np.ndarray, equalities: int = 0) -> None:
         self.lp = QuietHighs()
         self.lp.setOptionValue("presolve", "off")  # presolve would discard the warm start
         self.lp.setOptionValue("simplex_strategy", 4)  # primal: new columns keep the basis feasible
         none = np.zeros(0, dtype=np.int32)
         self.lp.addRows(len(caps), np.full(len(caps), -highspy.kHighsInf), caps, 0, none, none, np.zeros(0))
+        if equalities:
+            zero = np.zeros(equalities)
+            self.lp.addRows(equalities, zero, zero, 0, none, none, np.zeros(0))
+        self.links = len(caps)
         self.lp.changeObjectiveSense(highspy.ObjSense.kMaximize)
         self.count = 0
 
-    def add(self, use: np.ndarray) -> None:
+    def add(self, use: np.ndarray, gain: float = 1.0, equality: int | None = None, sign: float = 1.0) -> None:
+        """A column loading the links by `use`, worth `gain` in the objective, and `sign` in
+        equality row `equality` if given."""
         rows = np.flatnonzero(use).astype(np.int32)
+        values = use[rows]
+        if equality is not None:
+            rows = np.append(rows, np.int32(self.links + equality))
+            values = np.append(values, sign)
         inf, start = np.full(1, highspy.kHighsInf), np.zeros(1, dtype=np.int32)
-        self.lp.addCols(1, np.ones(1), np.zeros(1), inf, len(rows), start, rows, use[rows])
+        self.lp.addCols(1, np.full(1, gain), np.zeros(1), inf, len(rows), start, rows, values)
         self.count += 1
 
     def solve(self) -> tuple[np.ndarray, np.ndarray]:
@@ -191,12 +209,14 @@ class TreeLP:
         sol = self.lp.getSolution()
         return np.asarray(sol.col_value), np.asarray(sol.row_dual)
 
-    def shallowest(self, rate: float, depth: np.ndarray) -> np.ndarray:
-        """Column values that keep Σx ≥ rate and minimise Σ x·depth (the second LP)."""
+    def shallowest(self, rate: float, depth: np.ndarray, counted: np.ndarray | None = None) -> np.ndarray:
+        """Column values that keep the rate (the sum of the `counted` columns, by default all)
+        ≥ `rate` and minimise Σ x·depth (the second LP)."""
         cols = np.arange(self.count, dtype=np.int32)
         self.lp.changeColsCost(self.count, cols, depth.astype(np.float64))
         self.lp.changeObjectiveSense(highspy.ObjSense.kMinimize)
-        self.lp.addRow(rate, highspy.kHighsInf, self.count, cols, np.ones(self.count))
+        rated = cols if counted is None else cols[counted]
+        self.lp.addRow(rate, highspy.kHighsInf, len(rated), rated, np.ones(len(rated)))
         return self.solve()[0]
 
 

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from arsched.algorithms.packing.lp import Packing
 from arsched.algorithms.routes import Routes, intern
-from arsched.algorithms.trees import add_tree, edge_steps, tree_edges, tree_heights
+from arsched.algorithms.trees import Sends, add_sends, tree_sends
 from arsched.collective.schedule import ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -46,11 +46,11 @@ def step_overhead(topology: Topology, alpha: float) -> float:
     return alpha + float(topology.compiled.latency.max()) * 2
 
 
-def default_stages(packing: Packing, topology: Topology, nbytes: float, alpha: float) -> int:
-    """The pipeline length S = √(T / o), T the LP's time for the size and o = `step_overhead`:
-    the fill and drain cost a few steps of T / S each and the steps S·o, and this S minimises
-    T / S + S·o (clipped to 1..`MAX_STAGES`)."""
-    steps = np.sqrt(nbytes / packing.rate / step_overhead(topology, alpha))
+def default_stages(rate: float, topology: Topology, nbytes: float, alpha: float) -> int:
+    """The pipeline length S = √(T / o), T the LP's time for the size (`rate` the packing's)
+    and o = `step_overhead`: the fill and drain cost a few steps of T / S each and the steps
+    S·o, and this S minimises T / S + S·o (clipped to 1..`MAX_STAGES`)."""
+    steps = np.sqrt(nbytes / rate / step_overhead(topology, alpha))
     return int(np.clip(round(steps), 1, MAX_STAGES))
 
 
@@ -68,24 +68,38 @@ def step_time(
     barriers connections run ahead, so this overstates pipelines, but it is exact for a
     packing whose unpipelined steps load every link alike (stars on a fat-tree), which it
     tells from one that needs pipelining, at the cost of two sparse products."""
-    n = len(packing.parents[0])
-    count = deal(packing.weights, units * stages)
+    sends = [tree_sends(parent) for parent in packing.parents]
+    return sends_time(sends, packing.weights, routes, capacity, units, stages, nbytes, overhead)
+
+
+def sends_time(
+    sends: Sequence[Sends],
+    weights: np.ndarray,
+    routes: Routes,
+    capacity: np.ndarray,
+    units: int,
+    stages: int,
+    nbytes: float,
+    overhead: float,
+) -> float:
+    """`step_time` of trees given by their sends (`tree_sends`, `in_out_sends`) and rates."""
+    n = int(max(routes.src.max(), routes.dst.max())) + 1  # rank indices (pair keys src·n + dst)
+    count = deal(weights, units * stages)
     trees = np.flatnonzero(count)
     # rows: (tree, step after its chunk's entry), each with the routed pairs it sends on
     rows, pairs, spans = [], [], []
     num_rows = 0
     for i in trees.tolist():
-        parent = packing.parents[i]
-        kids, up, down = edge_steps(parent, tree_heights(parent))
-        rows += [num_rows + up, num_rows + down]
-        pairs += [routes.index(kids, parent[kids], n), routes.index(parent[kids], kids, n)]
-        spans.append(int(down.max()) + 1)
+        src, dst, at = sends[i]
+        rows.append(num_rows + at)
+        pairs.append(routes.index(src, dst, n))
+        spans.append(int(at.max()) + 1)
         num_rows += spans[-1]
     span = np.asarray(spans)
     pair_links = routes.link_matrix(len(capacity))
     row, pair = np.concatenate(rows), np.concatenate(pairs)
-    sends = sp.csr_array((np.ones(len(row)), (row, pair)), shape=(num_rows, len(routes.src)))
-    usage = sends @ pair_links
+    sending = sp.csr_array((np.ones(len(row)), (row, pair)), shape=(num_rows, len(routes.src)))
+    usage = sending @ pair_links
     # bytes entering every tree at each step, shifted to each of its rows' steps
     offset = np.arange(num_rows) - np.repeat(np.cumsum(span) - span, span)
     entering = np.stack([np.bincount(np.arange(c) * stages // c, minlength=stages) for c in count[trees]])
@@ -105,28 +119,42 @@ def choose_pipeline(
     units, or no pipeline (one or two steps, a chunk or more for every tree), whichever
     `step_time` finds faster. Pipelining pays for fill and drain; a packing whose every step
     keeps the links equally busy (stars on a fat-tree or a small Jellyfish) does not need it."""
+    sends = [tree_sends(parent) for parent in packing.parents]
+    return choose_stages(sends, packing.weights, packing.rate, routes, topology, nbytes, alpha)
+
+
+def choose_stages(
+    sends: Sequence[Sends],
+    weights: np.ndarray,
+    rate: float,
+    routes: Routes,
+    topology: Topology,
+    nbytes: float,
+    alpha: float,
+) -> tuple[int, int, float]:
+    """`choose_pipeline` for trees given by their sends and rates (`rate` their sum)."""
     overhead = step_overhead(topology, alpha)
-    wide = max(UNITS, len(packing.weights))
-    options = [(UNITS, default_stages(packing, topology, nbytes, alpha)), (wide, 1), (wide, 2)]
+    wide = max(UNITS, len(weights))
+    options = [(UNITS, default_stages(rate, topology, nbytes, alpha)), (wide, 1), (wide, 2)]
     cap = topology.compiled.capacity
-    times = [step_time(packing, routes, cap, u, s, nbytes, overhead) for u, s in options]
+    times = [sends_time(sends, weights, routes, cap, u, s, nbytes, overhead) for u, s in options]
     best = int(np.argmin(times))
     return *options[best], times[best]
 
 
-def add_pipeline(
-    b: ScheduleBuilder, parents: Sequence[np.ndarray], count: np.ndarray, stages: int, routes: Routes
+def add_sends_pipeline(
+    b: ScheduleBuilder, sends: Sequence[Sends | None], count: np.ndarray, stages: int, routes: Routes
 ) -> None:
     """Tree i's `count[i]` chunks (numbered tree by tree) spread evenly over `stages` steps,
-    about count[i] / stages entering at each, every one pipelined up and down tree i on the
-    `routes` of its edges."""
-    used = [p for p, c in zip(parents, count.tolist(), strict=True) if c]
-    paths = intern(b, routes, *tree_edges(used))
+    about count[i] / stages entering at each, every one pipelined along tree i's sends
+    (`tree_sends`, `in_out_sends`; None for trees without chunks) on the `routes` of its edges."""
+    used = [x for x, c in zip(sends, count.tolist(), strict=True) if c]
+    paths = intern(b, routes, np.concatenate([x[0] for x in used]), np.concatenate([x[1] for x in used]))
     members = np.arange(len(b.ranks))
     first = 0
-    for parent, c in zip(parents, count.tolist(), strict=True):
+    for x, c in zip(sends, count.tolist(), strict=True):
         if c:
             chunks = np.arange(first, first + c)
             offsets = np.arange(c) * stages // c
-            add_tree(b, members, parent, tree_heights(parent), chunks, offsets, paths)
+            add_sends(b, members, x, chunks, offsets, paths)
             first += c
