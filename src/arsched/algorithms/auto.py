@@ -7,9 +7,10 @@ The fastest simulated schedule is returned, under its own algorithm's name, with
 its meta (`auto`: the model, every candidate's time and gap or why it was left out). A
 candidate starts only while the budget lasts or no schedule has been found yet (a builder is
 not interrupted; each has its own bound on work), and the search ends early once a schedule
-is within `GOOD_ENOUGH` of the bound, since no other can then be more than that faster. The result is deterministic unless
-the budget runs out (the meta then says which candidates were not tried); synthesis times go
-to the log (`arsched -v`), not into the schedule, so the same inputs give the same bytes.
+is within `GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
+The result is deterministic unless the budget runs out (the meta then says which candidates
+were not tried); synthesis times go to the log (`arsched -v`), not into the schedule, so the
+same inputs give the same bytes.
 """
 
 from __future__ import annotations
