@@ -8,15 +8,15 @@ import pytest
 
 from arsched.algorithms import build
 from arsched.algorithms.packing.lp import Packing
-from arsched.algorithms.packing.pipeline import UNITS, step_time
+from arsched.algorithms.packing.pipeline import UNITS, sends_time
 from arsched.algorithms.routes import route
-from arsched.algorithms.trees import tree_edges
+from arsched.algorithms.trees import tree_edges, tree_sends
 from arsched.collective import validate
 from arsched.sim import simulate_flow
 from arsched.topology import parse_spec
 
 
-def test_step_time_of_a_path_matches_the_hand_count():
+def test_sends_time_of_a_path_matches_the_hand_count():
     """A path 0-1-2 hung from 1: the leaves add into 1 at step 0, 1 copies back at step 2.
     One chunk: two busy steps of M/B; two stages: four busy steps of M/(2B)."""
     topo = parse_spec("ring:n=3")
@@ -25,8 +25,10 @@ def test_step_time_of_a_path_matches_the_hand_count():
     p = Packing(bw, bw, bw, [np.array([0, 2])], [parent], np.array([1]), np.array([bw]), 1)
     routes = route(topo, tuple(topo.servers), *tree_edges(p.parents))
     cap = topo.compiled.capacity
-    assert step_time(p, routes, cap, 1, 1, m, over) == pytest.approx(2 * m / bw + 2 * over)
-    assert step_time(p, routes, cap, 1, 2, m, over) == pytest.approx(4 * m / (2 * bw) + 4 * over)
+    sends = [tree_sends(parent) for parent in p.parents]
+    assert sends_time(sends, p.weights, routes, cap, 1, 1, m, over) == pytest.approx(2 * m / bw + 2 * over)
+    two = sends_time(sends, p.weights, routes, cap, 1, 2, m, over)
+    assert two == pytest.approx(4 * m / (2 * bw) + 4 * over)
 
 
 @pytest.mark.parametrize("spec", ["fattree:k=4", "bcube:n=3,k=1"])

@@ -8,7 +8,7 @@ concurrent flows on a link then stand in the LP's proportions, so max-min sharin
 tree its LP rate. More stages shorten the pipeline's fill and drain; fewer pay the per-step
 overhead (α plus the path latency, `step_overhead`) less often (`default_stages`).
 `choose_pipeline` also weighs no pipeline at all (one or two stages, with a chunk or more for
-every tree), by the time the steps would take with barriers (`step_time`): stars on a
+every tree), by the time the steps would take with barriers (`sends_time`): stars on a
 fat-tree load every link alike in each step, so pipelining them only adds steps.
 
 Pipelining needs connections that carry their steps in order, as a runtime's channels do:
@@ -54,24 +54,6 @@ def default_stages(rate: float, topology: Topology, nbytes: float, alpha: float)
     return int(np.clip(round(steps), 1, MAX_STAGES))
 
 
-def step_time(
-    packing: Packing,
-    routes: Routes,
-    capacity: np.ndarray,
-    units: int,
-    stages: int,
-    nbytes: float,
-    overhead: float,
-) -> float:
-    """The schedule's time if every step waited for the previous one (barriers): the sum over
-    steps of the most loaded link's bytes / capacity, plus `overhead` per step. Without
-    barriers connections run ahead, so this overstates pipelines, but it is exact for a
-    packing whose unpipelined steps load every link alike (stars on a fat-tree), which it
-    tells from one that needs pipelining, at the cost of two sparse products."""
-    sends = [tree_sends(parent) for parent in packing.parents]
-    return sends_time(sends, packing.weights, routes, capacity, units, stages, nbytes, overhead)
-
-
 def sends_time(
     sends: Sequence[Sends],
     weights: np.ndarray,
@@ -82,7 +64,12 @@ def sends_time(
     nbytes: float,
     overhead: float,
 ) -> float:
-    """`step_time` of trees given by their sends (`tree_sends`, `in_out_sends`) and rates."""
+    """The time of trees given by their sends (`tree_sends`, `in_out_sends`) and rates if every
+    step waited for the previous one (barriers): the sum over steps of the most loaded link's
+    bytes / capacity, plus `overhead` per step. Without barriers connections run ahead, so
+    this overstates pipelines, but it is exact for a packing whose unpipelined steps load every
+    link alike (stars on a fat-tree), which it tells from one that needs pipelining, at the
+    cost of two sparse products."""
     n = int(max(routes.src.max(), routes.dst.max())) + 1  # rank indices (pair keys src·n + dst)
     count = deal(weights, units * stages)
     trees = np.flatnonzero(count)
@@ -117,7 +104,7 @@ def choose_pipeline(
 ) -> tuple[int, int, float]:
     """(units, stages, time) for a packing: the pipeline of `default_stages` over `UNITS`
     units, or no pipeline (one or two steps, a chunk or more for every tree), whichever
-    `step_time` finds faster. Pipelining pays for fill and drain; a packing whose every step
+    `sends_time` finds faster. Pipelining pays for fill and drain; a packing whose every step
     keeps the links equally busy (stars on a fat-tree or a small Jellyfish) does not need it."""
     sends = [tree_sends(parent) for parent in packing.parents]
     return choose_stages(sends, packing.weights, packing.rate, routes, topology, nbytes, alpha)
