@@ -45,6 +45,18 @@ def flow_times(schedule: Schedule) -> list[float]:
     return [simulate_flow(schedule, 0.0, fifo=fifo).time_s for fifo in (True, False)]
 
 
+def assert_below_every_schedule(t: Topology, names: list[str], nbytes: float) -> None:
+    """The valid bound is at most the flow-model time of every named algorithm's schedule."""
+    bound = allreduce_lower_bound(t, nbytes=nbytes)
+    for name in names:
+        try:
+            s = build(name, t, None, nbytes)
+        except NotApplicable:
+            continue
+        for time in flow_times(s):
+            assert bound <= time * SLACK, name
+
+
 def test_a_schedule_beats_allreduce_bound_on_a_star_with_a_slow_server():
     t = slow_star()
     nbytes = 1e8
@@ -129,14 +141,7 @@ def test_each_part_is_what_it_claims(t):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(t=networks(), nbytes=st.sampled_from([1e6, 3e7]))
 def test_below_every_schedule_on_random_directed_networks(t, nbytes):
-    bound = allreduce_lower_bound(t, nbytes=nbytes)
-    for name in NAMES:
-        try:
-            s = build(name, t, None, nbytes)
-        except NotApplicable:
-            continue
-        for time in flow_times(s):
-            assert bound <= time * SLACK, name
+    assert_below_every_schedule(t, NAMES, nbytes)
 
 
 SLOW = pytest.mark.slow  # tree-packing's schedules take seconds in the event simulation
@@ -155,28 +160,12 @@ SLOW = pytest.mark.slow  # tree-packing's schedules take seconds in the event si
     ],
 )
 def test_below_every_schedule_on_small_families(spec):
-    t = parse_spec(spec)
-    bound = allreduce_lower_bound(t, nbytes=1e8)
-    for name in NAMES:
-        try:
-            s = build(name, t, None, 1e8)
-        except NotApplicable:
-            continue
-        for time in flow_times(s):
-            assert bound <= time * SLACK, name
+    assert_below_every_schedule(parse_spec(spec), NAMES, 1e8)
 
 
 def test_below_every_schedule_on_the_slow_star():
-    t = slow_star()
-    bound = allreduce_lower_bound(t, nbytes=1e8)
     names = [a.name for a in algorithms() if a.name != "auto"]  # hrl too, where installed
-    for name in names:
-        try:
-            s = build(name, t, None, 1e8)
-        except NotApplicable:
-            continue
-        for time in flow_times(s):
-            assert bound <= time * SLACK, name
+    assert_below_every_schedule(slow_star(), names, 1e8)
 
 
 def test_ranks_that_cannot_reach_each_other():
