@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components, dijkstra, maximum_flow
 
 from arsched.errors import ArschedError
+from arsched.topology.compiled import CompiledTopology
 from arsched.topology.core import Topology
 
 _INT_LIMIT = 2**31 - 1
@@ -173,12 +174,14 @@ class _CutSearch:
             self._memo = (a, b, v), self._flow
         return self._flow.flow_value >= b * len(self.rank_idx)
 
-    def source_side(self, flow: sp.csr_array) -> np.ndarray:
-        """Nodes reachable from the source in the residual graph of a max flow."""
+    def source_side(self, flow: sp.csr_array, start: int | None = None) -> np.ndarray:
+        """Nodes reachable from the source (or from node `start`) in the residual graph of a
+        max flow."""
         residual = (self.graph.astype(np.int64) - flow.astype(np.int64)).tocsr()
         residual.data = (residual.data > 0).astype(np.int8)
         residual.eliminate_zeros()
-        reach = breadth_first_order(residual, self.n, directed=True, return_predecessors=False)
+        origin = self.n if start is None else start
+        reach = breadth_first_order(residual, origin, directed=True, return_predecessors=False)
         inside = np.zeros(self.n + 1, dtype=bool)
         inside[reach] = True
         inside[self.n] = False
@@ -540,6 +543,203 @@ def allgather_bound(topology: Topology, ranks: Sequence[str] | None = None, nbyt
 def allreduce_bound(topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1.0) -> float:
     """2·T*_AG: the bandwidth lower bound of AllReduce in seconds, no in-network reduction."""
     return 2.0 * allgather_bound(topology, ranks, nbytes)
+
+
+# ---- a bound valid for every AllReduce ------------------------------------------------------------
+
+_MAX_THRESHOLDS = 32  # link-capacity thresholds tried for the partitions of the count bound
+
+
+@dataclass(frozen=True)
+class ValidBound:
+    """`allreduce_lower_bound` per byte of M, with its two parts and their witnesses.
+
+    `cut_seconds_per_byte` = 1 / `cut_egress`, the least egress of a node set `cut` that holds
+    some but not all ranks; `count_seconds_per_byte` = 2(p−1) / capacity, for the partition of
+    the ranks into `parts` = p groups that gave the most (p = N: every rank alone).
+    """
+
+    seconds_per_byte: float
+    cut_seconds_per_byte: float
+    cut: tuple[str, ...] = field(repr=False)
+    cut_egress: float
+    count_seconds_per_byte: float
+    parts: int
+    exact: bool  # False if bandwidths had to be rounded: the cut may then miss the least egress
+    maxflows: int
+
+
+_VALID_CACHE: weakref.WeakKeyDictionary[Topology, dict[tuple[str, ...], ValidBound]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def allreduce_lower_cut(topology: Topology, ranks: Sequence[str] | None = None) -> ValidBound:
+    """The parts of `allreduce_lower_bound` and the node sets that give them (cached)."""
+    rs = _ranks(topology, ranks)
+    per_topology = _VALID_CACHE.setdefault(topology, {})
+    if rs not in per_topology:
+        search = _CutSearch(topology, rs)
+        inside = _least_rank_cut(search, topology.name)
+        c = topology.compiled
+        egress = float(c.capacity[inside[c.link_src] & ~inside[c.link_dst]].sum())
+        count, parts = _count_bound(topology, search.rank_idx)
+        per_topology[rs] = ValidBound(
+            seconds_per_byte=max(1.0 / egress, count),
+            cut_seconds_per_byte=1.0 / egress,
+            cut=tuple(c.node_ids[i] for i in np.flatnonzero(inside)),
+            cut_egress=egress,
+            count_seconds_per_byte=count,
+            parts=parts,
+            exact=search.exact,
+            maxflows=search.maxflows,
+        )
+    return per_topology[rs]
+
+
+def allreduce_lower_bound(
+    topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1.0
+) -> float:
+    """Seconds that no AllReduce of `nbytes` per rank can beat, whatever the ranks' bandwidths.
+
+    `allreduce_bound` (2·T*_AG) is ForestColl's bound for ReduceScatter + AllGather; another
+    AllReduce can beat it where the ranks' bandwidths differ (a star of 6 servers, one at 1/10
+    bandwidth: a valid schedule at 0.61× it). This bound holds for every schedule of arsched's
+    model: transfers carry one chunk's buffer (a sum over a set of ranks' data) from rank to
+    rank along a path, a link carries at most its capacity, and only ranks reduce. It is the
+    larger of two parts, each proved below (M = `nbytes`, N ranks, cap(L) = Σ capacities).
+
+    (a) Cut: T >= M / egress(S) for every node set S holding some but not all ranks. Proof: a
+        rank outside S must end with a buffer that holds the data of a rank inside S, for every
+        chunk; data moves only along transfer paths, so a chain of transfers leads from S to
+        that rank, and one of them has a path with a link leaving S. Every chunk (M/C bytes)
+        thus crosses egress(S) once or more: M bytes in all through capacity egress(S). Only
+        the least egress matters. It is found exactly (up to rounded bandwidths) by max flows
+        from a rank x0 to every other rank and back: an S holding x0 and missing rank v has
+        egress >= the max flow x0 → v, an S missing x0 and holding v has egress >= the max flow
+        v → x0, and the min cuts reach these values. Arborescence packings (the certificate
+        of `allgather_cut`) show without any max flow that a single rank, or all but one,
+        has the least egress, where that is so. (S = {r} and its complement give M/out(r) and
+        M/in(r): the slow rank of the star above sends and receives the vector once.)
+    (b) Count: T >= 2(p−1)·M / min(Σ_i egress(P_i), Σ_i ingress(P_i)) for disjoint node sets
+        P_1..P_p, each holding a rank, that together hold every rank. Proof: every chunk's
+        transfers form a one-way gossip among the ranks (each ends knowing every rank's item;
+        a message carries at most what its sender knows, as a buffer is a sum of data the
+        sender holds; transfers of one step read the step's start, so listing them one by one
+        gives a sequential gossip with the same messages). Merge the ranks of each P_i into
+        one party (transfers inside a part dropped; a part knows what any of its ranks knows):
+        a gossip among p parties. It needs 2(p−1) messages (Harary & Schwenk 1974, "The
+        communication problem on graphs and digraphs", J. Franklin Inst. 298: consider the
+        first message after which some party w knows everything; every other party has sent
+        a message before it, for w to know its item, and receives one after it, as no other
+        party knew everything then: p−1 + p−1 distinct messages). Each message leaves its
+        sender's part by a link of egress(P_i) and enters its receiver's by one of
+        ingress(P_j): 2(p−1)·M bytes per side. With every rank alone (p = N) it is
+        2(N−1)·M / min(Σ_r out(r), Σ_r in(r)), the classic bound where ranks are alike. The
+        partitions tried: every rank alone, and the (weakly) connected groups of links at or
+        above each capacity threshold (e.g. the GPU boxes of a cluster, joined by NVLink),
+        each also grown by neighbouring nodes that are no rank where that lowers a part's
+        ingress or egress (a GPU with its own NIC).
+
+    The least cut over all partitions is not searched (a Steiner-tree-packing problem), so
+    (b) may be below the best such bound; every value returned is a valid lower bound, as
+    each is evaluated in floating point on the sets found.
+    """
+    return allreduce_lower_cut(topology, ranks).seconds_per_byte * nbytes
+
+
+def _least_rank_cut(search: _CutSearch, name: str) -> np.ndarray:
+    """A node mask S holding some but not all ranks with the least egress (integer capacities)."""
+    c, ranks = search.c, search.rank_idx
+    n_ranks = len(ranks)
+    single = np.concatenate([search.out_cap[ranks], search.in_cap[ranks]])
+    pick = int(np.argmin(single))
+    best = int(single[pick])
+    inside = np.arange(search.n + 1) == ranks[pick % n_ranks]
+    if pick >= n_ranks:
+        inside = ~inside
+    inside[search.n] = False
+    if best == 0:
+        raise BoundError(f"some ranks of {name} cannot reach each other")
+    x0 = int(ranks[np.argmax(search.out_cap[ranks])])
+    if search._packs(c.link_src, c.link_dst, x0, best) and search._packs(c.link_dst, c.link_src, x0, best):
+        return inside[: search.n]
+    search.set_ratio(1, 0)  # the links at their capacities, no source arcs
+    for v in ranks[ranks != x0]:
+        for s, t in ((x0, int(v)), (int(v), x0)):
+            search.maxflows += 1
+            flow = maximum_flow(search.graph, s, t)
+            if flow.flow_value < best:
+                best = flow.flow_value
+                inside = search.source_side(flow.flow, start=s)
+                if best == 0:
+                    raise BoundError(f"some ranks of {name} cannot reach each other")
+    return inside[: search.n]
+
+
+def _grown(c: CompiledTopology, part: np.ndarray, into: bool, rounds: int = 2) -> np.ndarray:
+    """Each rank's part grown by nodes that are no rank where that lowers the part's ingress
+    (`into`) or egress: a node u joins the part q with cap(u→q) + cap(q→u) > ingress(u) (for
+    egress, > egress(u)), the largest such; two rounds. Parts stay disjoint."""
+    tail, head = (c.link_src, c.link_dst) if into else (c.link_dst, c.link_src)
+    n = c.num_nodes
+    label = part.copy()
+    n_parts = int(label.max()) + 1
+    total = np.bincount(head, weights=c.capacity, minlength=n)  # ingress of each node alone
+    for _ in range(rounds):
+        free = label < 0
+        sel = (free[tail] & (label[head] >= 0)) | (free[head] & (label[tail] >= 0))
+        if not sel.any():
+            break
+        u = np.where(free[tail[sel]], tail[sel], head[sel])
+        q = np.where(free[tail[sel]], label[head[sel]], label[tail[sel]])
+        touch = sp.csr_array((c.capacity[sel], (u, q)), shape=(n, n_parts))
+        best = touch.max(axis=1).toarray().ravel()
+        arg = np.asarray(touch.argmax(axis=1)).ravel()
+        join = free & (best > total)
+        if not join.any():
+            break
+        label[join] = arg[join]
+    return label
+
+
+def _count_bound(topology: Topology, rank_idx: np.ndarray) -> tuple[float, int]:
+    """max over the partitions tried of 2(p−1) / min(Σ egress, Σ ingress), and its p.
+
+    Partitions: every rank alone, and the weakly connected groups of the links at or above each
+    capacity threshold (groups without a rank are no part); each also grown by `_grown`."""
+    c = topology.compiled
+    values = np.unique(c.capacity)
+    if len(values) > _MAX_THRESHOLDS:
+        values = values[np.linspace(0, len(values) - 1, _MAX_THRESHOLDS).round().astype(np.int64)]
+    alone = np.full(c.num_nodes, -1, dtype=np.int64)
+    alone[rank_idx] = np.arange(len(rank_idx))
+    bases = [alone]
+    for theta in values[1:]:  # at the least capacity every link joins: no cut left
+        keep = c.capacity >= theta
+        g = sp.csr_array(
+            (np.ones(int(keep.sum()), dtype=np.int8), (c.link_src[keep], c.link_dst[keep])),
+            shape=(c.num_nodes, c.num_nodes),
+        )
+        group = connected_components(g, directed=True, connection="weak")[1]
+        number = np.full(int(group.max()) + 1, -1, dtype=np.int64)
+        held = np.unique(group[rank_idx])
+        number[held] = np.arange(len(held))
+        bases.append(number[group])
+    best, best_p = 0.0, len(rank_idx)
+    for base in bases:
+        p = int(base.max()) + 1
+        if p < 2:
+            continue
+        for label in (base, _grown(c, base, into=True), _grown(c, base, into=False)):
+            src, dst = label[c.link_src], label[c.link_dst]
+            crossing = src != dst
+            out = float(c.capacity[crossing & (src >= 0)].sum())
+            into = float(c.capacity[crossing & (dst >= 0)].sum())
+            value = 2.0 * (p - 1) / min(out, into)
+            if value > best:
+                best, best_p = value, p
+    return best, best_p
 
 
 def latency_bound(
