@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.dimension_ordered import _phase
@@ -44,14 +46,12 @@ from arsched.topology.core import Topology
 NAME = "hierarchical"
 INTRA = ("direct", "ring")
 RAIL = ("direct", "ring", "rhd")
+Ints = np.ndarray | int
 
 
 # ---- groups -------------------------------------------------------------------------------------
 def _components(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """The connected-component label of every node over the undirected edges src–dst."""
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import connected_components
-
     graph = sp.csr_array((np.ones(len(src)), (src, dst)), shape=(num_nodes, num_nodes))
     return connected_components(graph, directed=True, connection="weak")[1]
 
@@ -158,7 +158,9 @@ class _OnGrid:
     def __init__(self, sink: ScheduleBuilder | _Tally, rank_at: np.ndarray) -> None:
         self.sink, self.rank_at = sink, rank_at
 
-    def add_rank_arrays(self, step, chunk, src, dst, op="reduce") -> None:  # noqa: ANN001
+    def add_rank_arrays(
+        self, step: Ints, chunk: Ints, src: np.ndarray, dst: np.ndarray, op: str = "reduce"
+    ) -> None:
         self.sink.add_rank_arrays(step, chunk, self.rank_at[src], self.rank_at[dst], op)
 
 
@@ -169,7 +171,9 @@ class _Tally:
     def __init__(self) -> None:
         self.rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def add_rank_arrays(self, step, chunk, src, dst, op="reduce") -> None:  # noqa: ANN001
+    def add_rank_arrays(
+        self, step: Ints, chunk: Ints, src: np.ndarray, dst: np.ndarray, op: str = "reduce"
+    ) -> None:
         step, _, src, dst = np.broadcast_arrays(step, chunk, src, dst)
         self.rows.append((step.ravel(), src.ravel(), dst.ravel()))
 
@@ -193,7 +197,9 @@ def _rhd_rail(b: _OnGrid, radices: list[int], step: int, base: int, op: str) -> 
             upper = (group & bit) != 0
             send_lo = np.where(upper, lo, lo + half)  # the half the partner keeps
             for j in range(half):
-                b.add_rank_arrays(step + i, base + local + g * (send_lo + j), x, x + g * ((group ^ bit) - group), op)
+                b.add_rank_arrays(
+                    step + i, base + local + g * (send_lo + j), x, x + g * ((group ^ bit) - group), op
+                )
             lo, size = np.where(upper, lo + half, lo), half
         return k
     lo, size = group.copy(), 1
@@ -227,10 +233,11 @@ def estimate(
     topology: Topology, ranks: tuple[str, ...], plan: Plan, nbytes: float, alpha: float
 ) -> tuple[float, int]:
     """(seconds, stages) of a plan, from one piece's transfers on their routes: T the busiest
-    link's time over the whole AllReduce and F the time of its phases (intra reduce-scatter, rail,
-    intra all-gather, each its busiest link) beyond the slowest one, which the pipeline's fill
-    and drain expose. S = √(F / o) stages (o = `step_overhead`, at most `MAX_STAGES`) take about
-    T + F / S + (S + steps − 1)·o."""
+    link's time over the whole AllReduce and F what its phases (intra reduce-scatter, rail, intra
+    all-gather, each its busiest link) take one after the other beyond T, which the pipeline's
+    fill and drain expose. Every piece costs a connection k·o (o = `step_overhead`, k the steps of one
+    piece that one connection carries at most: both intra phases or the rail), so S = √(F / (k·o))
+    stages (at most `MAX_STAGES`) take about T + F / S + (k·S + steps − k)·o."""
     n = len(ranks)
     tally = _Tally()
     emit(tally, plan, 1)
@@ -246,11 +253,12 @@ def estimate(
         load = np.bincount(pair[rows], minlength=len(routes.src)) * chunk
         return float((usage.T @ load / cap).max())
 
-    times = [busiest(phase == p) for p in range(3)]
-    fill = sum(times) - max(times)
+    whole = busiest(np.ones(len(step), dtype=bool))
+    fill = max(sum(busiest(phase == p) for p in range(3)) - whole, 0.0)
     o = step_overhead(topology, alpha)
-    stages = int(np.clip(round(math.sqrt(fill / o)), 1, MAX_STAGES))
-    return busiest(np.ones(len(step), dtype=bool)) + fill / stages + (stages + plan.steps - 1) * o, stages
+    k = max(2 * plan.inner_steps, plan.rail_steps)
+    stages = int(np.clip(round(math.sqrt(fill / (k * o))), 1, MAX_STAGES))
+    return whole + fill / stages + (k * stages + plan.steps - k) * o, stages
 
 
 def _choose(name: str, value: str, options: tuple[str, ...]) -> tuple[str, ...]:
