@@ -5,6 +5,7 @@ from arsched.algorithms import (  # noqa: F401  (importing a module registers it
     dbtree,
     dimension_ordered,
     greedy_trees,
+    hierarchical,
     multiring,
     packing,
     ps,

@@ -98,6 +98,7 @@ ORDER = (
     "rhd",
     "bcube-native",
     "torus-native",
+    "hierarchical",
     "tree-packing",
     "greedy-trees",
     "hrl",

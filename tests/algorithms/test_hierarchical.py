@@ -1,0 +1,104 @@
+"""`hierarchical`: groups found from the topology (boxes on their fast fabric, servers of one
+leaf), every mode valid on GPU fabrics and leaf-spines, NotApplicable where the ranks form one
+group, and faster than tree packing on a 2-box A100 cluster at 16 MB."""
+
+from __future__ import annotations
+
+import pytest
+
+from arsched.algorithms import NotApplicable, build
+from arsched.algorithms.hierarchical import candidate_groups
+from arsched.collective import numeric_check, validate
+from arsched.errors import ArschedError
+from arsched.sim import simulate_flow
+from arsched.topology import parse_spec
+
+LEAFSPINE = "leafspine:leaves=3,spines=2,servers_per_leaf=3"
+
+
+def check(s) -> None:
+    report = validate(s)
+    assert report.ok, report.message
+    assert numeric_check(s, seed=1).ok
+
+
+@pytest.mark.parametrize(
+    "spec", ["hgx:boxes=2", "hgx:boxes=2,fabric=clos", "hgx:boxes=4,gen=h100", "mi250:boxes=2", LEAFSPINE]
+)
+def test_valid_on_gpu_fabrics_and_leaf_spines(spec):
+    topo = parse_spec(spec)
+    s = build("hierarchical", topo, None, 16e6)
+    check(s)
+    assert s.algorithm == "hierarchical" and s.num_chunks == s.meta["params"]["stages"] * len(topo.servers)
+
+
+@pytest.mark.parametrize("intra", ["direct", "ring"])
+@pytest.mark.parametrize("rail", ["direct", "ring", "rhd"])
+def test_every_mode_is_valid(intra, rail):
+    s = build(
+        "hierarchical", parse_spec("hgx:boxes=4,gpus_per_box=4"), None, 1e6, intra=intra, rail=rail, stages=3
+    )
+    check(s)
+    assert (s.meta["params"]["intra"], s.meta["params"]["rail"], s.num_chunks) == (intra, rail, 3 * 16)
+
+
+def test_groups_are_the_boxes_and_the_rails_line_up():
+    topo = parse_spec("hgx:boxes=2")
+    boxes = (tuple(range(8)), tuple(range(8, 16)))
+    assert boxes in candidate_groups(topo, topo.servers)
+    grid = build("hierarchical", topo, None, 1e6, intra="direct").meta["params"]["groups"]
+    # local index j of box 1 is the GPU on the rail of box 0's GPU j
+    assert grid == [[f"s{i}" for i in range(8)], [f"s{i}" for i in range(8, 16)]]
+
+
+def test_groups_are_the_leaves_of_a_leaf_spine():
+    topo = parse_spec(LEAFSPINE)
+    leaves = tuple(tuple(range(3 * i, 3 * i + 3)) for i in range(3))
+    assert candidate_groups(topo, topo.servers) == [leaves]
+
+
+@pytest.mark.parametrize("spec", ["star:n=6", "ring:n=6", "torus:dims=3x3", "bcube:n=3,k=1"])
+def test_not_applicable_on_one_group(spec):
+    with pytest.raises(NotApplicable) as info:
+        build("hierarchical", parse_spec(spec), None, 1e6)
+    assert "\n" not in str(info.value)
+
+
+def test_given_groups():
+    topo = parse_spec("star:n=6")
+    groups = [["s0", "s1", "s2"], ["s3", "s4", "s5"]]
+    s = build("hierarchical", topo, None, 1e6, groups=groups)
+    check(s)
+    with pytest.raises(NotApplicable):
+        build("hierarchical", topo, None, 1e6, groups=[["s0", "s1"], ["s2", "s3", "s4", "s5"]])
+    with pytest.raises(ArschedError, match="exactly once"):
+        build("hierarchical", topo, None, 1e6, groups=[["s0", "s1", "s2"], ["s3", "s4", "s4"]])
+    with pytest.raises(ArschedError, match="power-of-two"):
+        build("hierarchical", topo, None, 1e6, groups=[["s0", "s1"], ["s2", "s3"], ["s4", "s5"]], rail="rhd")
+
+
+@pytest.mark.parametrize(
+    "params", [{"intra": "tree"}, {"rail": "x"}, {"stages": 0}, {"stages": 1.5}, {"alpha": -1.0}]
+)
+def test_bad_parameters_are_one_sentence(params):
+    with pytest.raises(ArschedError) as info:
+        build("hierarchical", parse_spec("hgx:boxes=2"), None, 1e6, **params)
+    assert "\n" not in str(info.value)
+
+
+def test_beats_tree_packing_on_two_a100_boxes_at_16_mb():
+    """Measured (α 5 µs, in-order connections): hierarchical 1.61× the bound, tree packing 1.86×;
+    at 256 MB hierarchical is 1.06×."""
+    topo = parse_spec("hgx:boxes=2")
+    mine = simulate_flow(build("hierarchical", topo, None, 16e6), 5e-6)
+    trees = simulate_flow(build("tree-packing", topo, None, 16e6), 5e-6)
+    assert mine.time_s < 0.95 * trees.time_s
+    assert simulate_flow(build("hierarchical", topo, None, 256e6), 5e-6).gap < 1.10
+
+
+def test_pipelining_pays_at_256_mb():
+    topo = parse_spec("hgx:boxes=2")
+    chosen = build("hierarchical", topo, None, 256e6)
+    assert chosen.meta["params"]["stages"] > 1
+    one = build("hierarchical", topo, None, 256e6, stages=1)
+    assert simulate_flow(chosen, 5e-6).time_s < 0.8 * simulate_flow(one, 5e-6).time_s
