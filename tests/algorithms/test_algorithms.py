@@ -62,7 +62,11 @@ def test_every_algorithm_on_every_family_is_valid(name, spec, data, nbytes):
         with pytest.raises(NotApplicable):
             build(name, topo, ranks, nbytes)
         return
-    s = build(name, topo, ranks, nbytes)
+    try:
+        s = build(name, topo, ranks, nbytes)
+    except NotApplicable:
+        assert name == "hierarchical"  # needs two or more equal groups of ranks (test_hierarchical.py)
+        return
     report = validate(s)
     assert report.ok, report.message
     assert numeric_check(s, seed=1).ok
@@ -71,7 +75,8 @@ def test_every_algorithm_on_every_family_is_valid(name, spec, data, nbytes):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_deterministic(name):
-    topo = parse_spec("torus:dims=3x3" if name == "torus-native" else "bcube:n=3,k=1")
+    leaves = "leafspine:leaves=3,spines=2,servers_per_leaf=3"  # hierarchical needs groups
+    topo = parse_spec({"torus-native": "torus:dims=3x3", "hierarchical": leaves}.get(name, "bcube:n=3,k=1"))
     a, b = build(name, topo, None, 1e6), build(name, topo, None, 1e6)
     for col in ("step", "chunk", "src", "dst", "op", "path_id"):
         assert np.array_equal(getattr(a, col), getattr(b, col))

@@ -51,7 +51,7 @@ def _grid(topology: Topology, ranks: tuple[str, ...], family: str) -> list[int]:
     return radices
 
 
-def _phase(
+def phase(
     b: ScheduleBuilder,
     radices: list[int],
     dim: int,
@@ -106,9 +106,9 @@ def _dimension_ordered(
     for j, (order, sign) in enumerate(orders):
         base, step = j * n * per, 0
         for i, dim in enumerate(order):
-            step += _phase(b, radices, dim, order[:i], step, base, per, "reduce", sign)
+            step += phase(b, radices, dim, order[:i], step, base, per, "reduce", sign)
         for i, dim in reversed(list(enumerate(order))):
-            step += _phase(b, radices, dim, order[:i], step, base, per, "copy", sign)
+            step += phase(b, radices, dim, order[:i], step, base, per, "copy", sign)
 
 
 @register("bcube-native", "BCube's level-by-level reduce-scatter/all-gather, k+1 copies on all ports")

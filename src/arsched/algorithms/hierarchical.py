@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
-from arsched.algorithms.dimension_ordered import _phase
+from arsched.algorithms.dimension_ordered import phase
 from arsched.algorithms.packing.pipeline import MAX_STAGES, step_overhead
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import route
@@ -219,14 +219,14 @@ def emit(sink: ScheduleBuilder | _Tally, plan: Plan, stages: int) -> None:
     sign = 0 if plan.intra == "direct" else 1
     for s in range(stages):
         base, step = s * n, s
-        step += _phase(b, radices, 0, [], step, base, 1, "reduce", sign)  # type: ignore[arg-type]
+        step += phase(b, radices, 0, [], step, base, 1, "reduce", sign)  # type: ignore[arg-type]
         for op in ("reduce", "copy"):
             if plan.rail == "rhd":
                 step += _rhd_rail(b, radices, step, base, op)
             else:
                 rail_sign = 0 if plan.rail == "direct" else 1
-                step += _phase(b, radices, 1, [0], step, base, 1, op, rail_sign)  # type: ignore[arg-type]
-        _phase(b, radices, 0, [], step, base, 1, "copy", sign)  # type: ignore[arg-type]
+                step += phase(b, radices, 1, [0], step, base, 1, op, rail_sign)  # type: ignore[arg-type]
+        phase(b, radices, 0, [], step, base, 1, "copy", sign)  # type: ignore[arg-type]
 
 
 def estimate(
