@@ -123,10 +123,11 @@ def _reverse(family: str, reverse: float | Sequence[float], levels: int, name: s
 
 
 def _name(family: str, size: str, oneway: bool, bws: list[float], revs: list[float]) -> str:
-    """'ring(8)', 'ring(8,oneway)' or 'ring(8,reverse=100Gbps)' (per level joined by '/'): the
-    reverse bandwidth shows only where it differs from the forward one."""
+    """'ring(8)', 'ring(8,oneway)' or 'ring(8,reverse=100Gbps)' (per level joined by '/' where the
+    levels differ): the reverse bandwidth shows only where it differs from the forward one."""
     if oneway:
         return f"{family}({size},oneway)"
     if list(revs) == list(bws):
         return f"{family}({size})"
-    return f"{family}({size},reverse=" + "/".join(f"{r * 8 / 1e9:g}Gbps" for r in revs) + ")"
+    shown = revs[:1] if len(set(revs)) == 1 else revs  # one value where all levels have it
+    return f"{family}({size},reverse=" + "/".join(f"{r * 8 / 1e9:g}Gbps" for r in shown) + ")"
