@@ -16,7 +16,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from arsched.errors import ArschedError
-from arsched.topology.spec import SPEC_EXAMPLES
+from arsched.topology.spec import DIRECTED_EXAMPLES, SPEC_EXAMPLES
 
 SPEC_HELP = (
     "A topology: a family spec such as "
@@ -24,6 +24,9 @@ SPEC_HELP = (
     + " (add bandwidth=100Gbps, latency=1us, one value or one per level joined by '/'), "
     "a GPU cluster such as 'hgx:boxes=4,gen=h100,fabric=rail' or 'mi250:boxes=2,fabric=clos' "
     "(NVSwitch or xGMI boxes with NICs; nvlink=, nic=, oversub=, spines=, planes=), "
+    "a directed ring or torus such as "
+    + " or ".join(f"'{e}'" for e in DIRECTED_EXAMPLES)
+    + " (oneway=1: links in the + direction only; reverse=: the other direction's bandwidth), "
     "or a file: .json, .graphml, or a .csv host list with columns ip,DSW,PSW,ASW."
 )
 

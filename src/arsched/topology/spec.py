@@ -3,7 +3,10 @@
 Every family takes `bandwidth` and `latency` too, one value for all levels or one per level
 separated by '/', in human units: 'fattree:k=4,bandwidth=100Gbps/100Gbps/400Gbps,latency=1us'.
 The GPU clusters (hgx, mi250) name their bandwidths instead (nvlink or xgmi, pcie, nic) and
-take words (gen=h100, fabric=clos) and a ratio (oversub=2 or 2:1).
+take words (gen=h100, fabric=clos) and a ratio (oversub=2 or 2:1). Rings and tori may be
+directed: 'torus:dims=3x3,oneway=1' keeps only the links in the + direction of every dimension,
+'ring:n=8,bandwidth=400Gbps,reverse=100Gbps' gives the − direction its own bandwidth (per level
+like `bandwidth`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ FAMILIES: dict[str, Callable[..., Topology]] = {
     "mi250": mi250,
 }
 
+DIRECTED_EXAMPLES = ("torus:dims=3x3,oneway=1", "ring:n=8,bandwidth=400Gbps,reverse=100Gbps")
+"""A one-way torus and an asymmetric ring: the directed forms of rings and tori."""
+
 SPEC_EXAMPLES = (
     "bcube:n=4,k=1",
     "dcell:n=4,k=1",
@@ -49,10 +55,14 @@ SPEC_EXAMPLES = (
     "leafspine:leaves=4,spines=2,servers_per_leaf=4",
     "hgx:boxes=2,gen=h100",
     "mi250:boxes=2",
+    *DIRECTED_EXAMPLES,
 )
+"""One spec per family (the first of each is the one error messages suggest), then the directed
+rings and tori."""
 
 _RATES = ("nvlink", "xgmi", "pcie", "nic")  # one bandwidth each, in human units
 _WORDS = ("gen", "fabric")
+_SWITCHES = {"1": True, "0": False, "true": True, "false": False, "yes": True, "no": False}
 
 
 def _levels(raw: str) -> list[str]:
@@ -67,7 +77,7 @@ def _levels(raw: str) -> list[str]:
 
 
 def _convert(family: str, key: str, raw: str) -> Any:
-    if key == "bandwidth":
+    if key in ("bandwidth", "reverse"):
         vals = [parse_bandwidth(v) for v in _levels(raw)]
         return vals[0] if len(vals) == 1 else vals
     if key == "latency":
@@ -77,6 +87,10 @@ def _convert(family: str, key: str, raw: str) -> Any:
         return parse_bandwidth(raw)
     if key in _WORDS:
         return raw.lower()
+    if key == "oneway":
+        if raw.lower() not in _SWITCHES:
+            raise TopologyError(f"{family}: oneway must be 1 or 0 (or yes/no, true/false), got {raw!r}")
+        return _SWITCHES[raw.lower()]
     if key == "oversub":
         return _ratio(family, raw)
     if key == "dims":
