@@ -32,10 +32,12 @@ def pinned_limit(monkeypatch):
 
 
 def refused_fast(capsys, *argv: str) -> str:
-    """Run the CLI; it must refuse with one line within a second. The line, for checks."""
+    """Run the CLI; it must refuse with one line before doing the work (the inputs here ran for
+    minutes or died out of memory before the checks; 10 s leaves room for a loaded machine,
+    where building an 8,192-host fat-tree alone takes a second). The line, for checks."""
     t0 = time.perf_counter()
     code, _, err = run(capsys, *argv)
-    assert time.perf_counter() - t0 < 1.0, err
+    assert time.perf_counter() - t0 < 10.0, err
     assert_one_line_error(code, err)
     return err
 

@@ -26,6 +26,7 @@ DIRECTED = [
 ]
 LIMIT_S = 60  # far above any build here (hrl, the slowest, takes a few seconds): a hang, not a slow run
 NOT_HERE = {"bcube-native", "torus-native"}  # native schemes of the two-way families (names they parse)
+GROUPED = {"hierarchical"}  # applies where the ranks form equal groups (a torus's fast rows), else not
 
 
 class Hung(Exception):
@@ -76,13 +77,18 @@ CASES = [
 def test_every_algorithm_is_valid_or_not_applicable_on_directed_networks(name, spec):
     start = time.perf_counter()
     got = check(name, spec, None, 256e6)
-    assert got == ("not applicable" if name in NOT_HERE else "valid")
+    expected = (
+        {"valid", "not applicable"}
+        if name in GROUPED
+        else {"not applicable" if name in NOT_HERE else "valid"}
+    )
+    assert got in expected
     assert time.perf_counter() - start < LIMIT_S
 
 
 @settings(max_examples=40)
 @given(
-    name=st.sampled_from([n for n in NAMES if n not in NOT_HERE | {"hrl"}]),  # hrl: above, once each
+    name=st.sampled_from([n for n in NAMES if n not in NOT_HERE | GROUPED | {"hrl"}]),  # hrl: above, once
     spec=st.sampled_from(DIRECTED),
     data=st.data(),
     nbytes=st.floats(min_value=1.0, max_value=1e9),
