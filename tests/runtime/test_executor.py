@@ -20,6 +20,7 @@ from arsched.algorithms import NotApplicable, algorithms, build
 from arsched.collective import save
 from arsched.errors import ArschedError
 from arsched.runtime import ExecutionError, Fault, from_xml, run_schedule, run_schedules, to_xml
+from arsched.runtime.watch import Failures
 from arsched.topology import parse_spec
 from clihelp import assert_one_line_error, run
 
@@ -157,3 +158,18 @@ def test_ranks_end_with_a_parent_killed_outright(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_the_culprit_among_reports():
+    """Without processes: the order of reports the parent may see."""
+    names = [f"s{i}" for i in range(4)]
+    peer_first = Failures(
+        errors={3: (10.0, "RuntimeError: Connection reset by peer")}, deaths={2: (10.1, -9)}
+    )
+    assert peer_first.culprit(names) == (2, "rank 2 (s2) was killed by SIGKILL")  # seen later, named
+    abort_after = Failures(errors={1: (10.0, "RuntimeError: boom")}, deaths={2: (10.2, -6)})
+    assert abort_after.culprit(names)[0] == 1  # an abort may follow a peer's failure
+    realtime = Failures(deaths={0: (1.0, -40)})
+    assert realtime.culprit(names) == (0, "rank 0 (s0) was killed by signal 40")
+    silent = Failures(deaths={3: (1.0, 3)})
+    assert silent.culprit(names) == (3, "rank 3 (s3) exited with code 3 without a report")

@@ -27,12 +27,20 @@ BUSY_CORES = 0.2  # ranks still starting up that use this much CPU together are 
 CONSEQUENT_SIGNALS = (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGPIPE)
 
 
+def _signal_name(number: int) -> str:
+    """SIGKILL, SIGTERM, ...; 'signal 40' for one without a name (a real-time signal)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 class ExecutionError(ArschedError):
     """A run failed: a rank raised, died or stopped making progress (the message names it)."""
 
 
 @dataclass
-class _Failures:
+class Failures:
     """Reports of failure so far: errors sent by ranks, and deaths seen by the parent, each
     with the wall time it happened (a death: when first seen)."""
 
@@ -51,14 +59,14 @@ class _Failures:
         ]
         if outside:
             _, r, code = min(outside)
-            return r, f"rank {r} ({names[r]}) was killed by {signal.Signals(-code).name}"
+            return r, f"rank {r} ({names[r]}) was killed by {_signal_name(-code)}"
         events = [(at, r, msg, None) for r, (at, msg) in self.errors.items()]
         events += [(at, r, None, code) for r, (at, code) in self.deaths.items() if r not in self.errors]
         _, r, msg, code = min(events)
         if msg is not None:
             return r, f"rank {r} ({names[r]}) failed: {msg}"
         if code < 0:
-            return r, f"rank {r} ({names[r]}) died of {signal.Signals(-code).name}"
+            return r, f"rank {r} ({names[r]}) died of {_signal_name(-code)}"
         return r, f"rank {r} ({names[r]}) exited with code {code} without a report"
 
 
@@ -72,7 +80,7 @@ class Watch:
         self.timeout = timeout
         self.logs = logs
         self.handles = [psutil.Process(p.pid) for p in procs]
-        self.failures = _Failures()
+        self.failures = Failures()
 
     def _sample(self) -> tuple[list[bool], float]:
         """Which ranks are frozen (stopped or traced), and the CPU seconds used by ranks that
