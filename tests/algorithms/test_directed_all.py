@@ -25,8 +25,10 @@ DIRECTED = [
     "torus:dims=3x3,bandwidth=100Gbps/200Gbps,reverse=25Gbps/50Gbps",
 ]
 LIMIT_S = 60  # far above any build here (hrl, the slowest, takes a few seconds): a hang, not a slow run
-NOT_HERE = {"bcube-native", "torus-native"}  # native schemes of the two-way families (names they parse)
-GROUPED = {"hierarchical"}  # applies where the ranks form equal groups (a torus's fast rows), else not
+NOT_HERE = {"bcube-native"}  # the native scheme of a two-way family (the name it parses)
+# torus-native applies to a two-way torus with another reverse bandwidth, hierarchical where
+# the ranks form equal groups (a torus's fast rows); elsewhere both are not applicable
+GROUPED = {"hierarchical", "torus-native"}
 
 
 class Hung(Exception):

@@ -192,7 +192,7 @@ def test_compare_writes_table_csv_and_plot(capsys, tmp_path):
     rows = list(csv.DictReader(csv_path.open()))
     skipped = [r for r in rows if r["note"]]
     assert {r["algorithm"] for r in skipped} == {"bcube-native"}
-    assert all("applies only to a bcube" in r["note"] and r["time_s"] == "nan" for r in skipped)
+    assert all("needs a BCube" in r["note"] and r["time_s"] == "nan" for r in skipped)
     ran = [r for r in rows if not r["note"]]
     assert [(r["algorithm"], float(r["bytes"])) for r in ran] == [
         ("ring", 1e6),
@@ -205,4 +205,4 @@ def test_compare_writes_table_csv_and_plot(capsys, tmp_path):
         assert float(r["time_s"]) == pytest.approx(api.time_s, rel=1e-9)
         assert float(r["gap"]) == pytest.approx(api.gap, rel=1e-9) and api.gap >= 1 - 1e-9
     assert png.read_bytes().startswith(PNG_MAGIC)
-    assert "bcube-native" in out and "applies only to a bcube" in " ".join(out.split())
+    assert "bcube-native" in out and "needs a BCube" in " ".join(out.split())

@@ -42,10 +42,12 @@ def _grid(topology: Topology, ranks: tuple[str, ...], family: str) -> list[int]:
         m = re.fullmatch(r"bcube\((\d+),(\d+)\)", topology.name)
         radices = [int(m[1])] * (int(m[2]) + 1) if m else None
     else:
-        m = re.fullmatch(r"torus\(([\dx]+)\)", topology.name)
+        # a two-way torus, also with another bandwidth the other way (`reverse=`)
+        m = re.fullmatch(r"torus\(([\dx]+)(?:,reverse=[^)]*)?\)", topology.name)
         radices = [int(d) for d in m[1].split("x")][::-1] if m else None  # row-major digits
     if radices is None:
-        raise NotApplicable(f"{family}-native applies only to a {family} topology, not {topology.name}")
+        what = "a two-way torus" if family == "torus" else "a BCube"
+        raise NotApplicable(f"{family}-native needs {what} built by arsched, not {topology.name}")
     if ranks != topology.servers:
         raise NotApplicable(f"{family}-native needs all servers of {topology.name} as ranks, in order")
     return radices
