@@ -4,10 +4,13 @@ group, and faster than tree packing on a 2-box A100 cluster at 16 MB."""
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 
 from arsched.algorithms import NotApplicable, build
-from arsched.algorithms.hierarchical import candidate_groups
+from arsched.algorithms.hierarchical import Plan, candidate_groups, estimate, ramp
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
 from arsched.sim import simulate_flow
@@ -29,7 +32,9 @@ def test_valid_on_gpu_fabrics_and_leaf_spines(spec):
     topo = parse_spec(spec)
     s = build("hierarchical", topo, None, 16e6)
     check(s)
-    assert s.algorithm == "hierarchical" and s.num_chunks == s.meta["params"]["stages"] * len(topo.servers)
+    assert s.algorithm == "hierarchical" and s.num_chunks == sum(s.meta["params"]["pieces"]) * len(
+        topo.servers
+    )
 
 
 @pytest.mark.parametrize("intra", ["direct", "ring"])
@@ -102,3 +107,43 @@ def test_pipelining_pays_at_256_mb():
     assert chosen.meta["params"]["stages"] > 1
     one = build("hierarchical", topo, None, 256e6, stages=1)
     assert simulate_flow(chosen, 5e-6).time_s < 0.8 * simulate_flow(one, 5e-6).time_s
+
+
+@pytest.mark.parametrize(("growth", "top", "hold"), [(2.0, 8, 1), (2.56, 16, 3), (1.5, 4, 2), (7.0, 2, 1)])
+def test_ramps_grow_hold_and_shrink(growth, top, hold):
+    w = ramp(growth, top, hold)
+    peak = w.index(top)
+    assert w == w[::-1] and w[0] == 1 and w.count(top) == hold  # symmetric, small ends
+    up = w[: peak + 1]
+    assert all(a < b <= max(a + 1, (a + 0.5) * growth + 0.5) for a, b in itertools.pairwise(up))
+
+
+@pytest.mark.parametrize("rail", ["direct", "ring", "rhd"])
+def test_unequal_pieces_are_valid_in_every_rail_mode(rail):
+    """Pieces of several units each (chunks named per unit inside a piece) in every rail mode."""
+    topo = parse_spec("hgx:boxes=4,gpus_per_box=4")
+    s = build("hierarchical", topo, None, 256e6, rail=rail)
+    check(s)
+    pieces = s.meta["params"]["pieces"]
+    assert s.num_chunks == sum(pieces) * len(topo.servers)
+
+
+@pytest.mark.parametrize(
+    "spec", ["hgx:boxes=4", "hgx:boxes=2,gen=h100", "hgx:boxes=3,gpus_per_box=4,fabric=clos"]
+)
+def test_chosen_pieces_are_no_slower_than_equal_ones(spec):
+    """The chosen sizes against the estimate's best equal pieces (what was built before ramps)."""
+    topo = parse_spec(spec)
+    chosen = build("hierarchical", topo, None, 256e6)
+    check(chosen)
+    params = chosen.meta["params"]
+    plan = Plan(
+        np.array([[topo.servers.index(r) for r in row] for row in params["groups"]]),
+        params["intra"],
+        params["rail"],
+    )
+    equal = next(w for _, w in estimate(topo, topo.servers, plan, 256e6, 5e-6) if len(set(w)) == 1)
+    same = build(
+        "hierarchical", topo, None, 256e6, intra=params["intra"], rail=params["rail"], stages=len(equal)
+    )
+    assert simulate_flow(chosen).time_s <= simulate_flow(same).time_s * (1 + 1e-9)

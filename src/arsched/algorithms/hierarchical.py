@@ -16,11 +16,23 @@ rail leaf). Each piece of the vector is then
 3. all-gathered inside every group, the reverse of 1.
 
 Phases 1 and 3 and the `direct`/`ring` rails are the dimension-ordered phases of
-`dimension_ordered` on the grid (local index, group). The vector is cut into `stages` pieces,
-piece s entering one step after piece s − 1, so that with in-order connections (the default flow
-model) piece s crosses the rails while piece s + 1 is reduced inside the boxes. Modes and stages
-are chosen by a closed-form estimate: the schedule's busiest link time for one piece (from its
-own transfers on their routes) plus the pipeline's fill and drain and α per step (`estimate`).
+`dimension_ordered` on the grid (local index, group). The vector is cut into pieces, piece s
+entering one step after piece s − 1, so that with in-order connections (the default flow model)
+piece s crosses the rails while piece s + 1 is reduced inside the boxes. Pieces may differ in
+size (`pieces`, whole units of one chunk per rank): the pipeline's fill and drain expose only the
+first piece's reduce-scatter and the last one's all-gather, so small pieces at the ends and large
+ones in the middle cut both the exposed time and the number of steps, each of which costs a
+connection α. Sizes ramp up geometrically by the ratio of the busiest phase to its neighbours
+(what the busiest phase of piece s hides of the next piece's), hold, and ramp down. Modes and
+pieces are chosen by a closed-form estimate: the schedule's busiest link time for one piece
+(from its own transfers on their routes) plus the exposed ends and α per step (`estimate`); where
+the plan is within `REFINE` of the bound and small, the estimate's few cheapest piece sizes are
+timed in the flow model (in-order connections) and the fastest is kept.
+
+Limitation: both intra phases cross each GPU's link to its box fabric, 2·(g − 1)/g of the
+vector in all. Where that is more than the rail carries (4 H100 boxes: 2 · 7/8 · M at 450 GB/s
+against 2 · 3/4 · M/8 at 50 GB/s), the scheme is bound by the box fabric, not by the network cut,
+and stays above the bound however it is pipelined.
 """
 
 from __future__ import annotations
@@ -38,12 +50,17 @@ from arsched.algorithms.dimension_ordered import phase
 from arsched.algorithms.packing.pipeline import MAX_STAGES, step_overhead
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import route
+from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
 NAME = "hierarchical"
+GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where below it
+SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough
+SIMULATE_TRANSFERS = 200_000  # schedules larger than this are chosen by the estimate alone
+REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
 INTRA = ("direct", "ring")
 RAIL = ("direct", "ring", "rhd")
 Ints = np.ndarray | int
@@ -181,10 +198,11 @@ class _Tally:
         return tuple(np.concatenate(c) for c in zip(*self.rows, strict=True))  # type: ignore[return-value]
 
 
-def _rhd_rail(b: _OnGrid, radices: list[int], step: int, base: int, op: str) -> int:
+def _rhd_rail(b: _OnGrid, radices: list[int], step: int, base: int, per: int, op: str) -> int:
     """Halving (op 'reduce') or doubling ('copy') along the group digit, G a power of two: the
-    chunks of a piece are named by grid position (local + g·group); rank (l, d) ends the halving
-    owning chunk (l, d). Returns the steps used."""
+    chunks of a piece are named by grid position c = local + g·group (chunks base + c·per ..
+    base + c·per + per − 1, as `phase` names them); rank (l, d) ends the halving owning c = (l, d).
+    Returns the steps used."""
     g, big = radices
     k = big.bit_length() - 1
     x = np.arange(g * big)
@@ -197,50 +215,73 @@ def _rhd_rail(b: _OnGrid, radices: list[int], step: int, base: int, op: str) -> 
             upper = (group & bit) != 0
             send_lo = np.where(upper, lo, lo + half)  # the half the partner keeps
             for j in range(half):
-                b.add_rank_arrays(
-                    step + i, base + local + g * (send_lo + j), x, x + g * ((group ^ bit) - group), op
-                )
+                for p in range(per):
+                    chunk = base + (local + g * (send_lo + j)) * per + p
+                    b.add_rank_arrays(step + i, chunk, x, x + g * ((group ^ bit) - group), op)
             lo, size = np.where(upper, lo + half, lo), half
         return k
     lo, size = group.copy(), 1
     for i in range(k):
         bit = 1 << i
         for j in range(size):
-            b.add_rank_arrays(step + i, base + local + g * (lo + j), x, x + g * ((group ^ bit) - group), op)
+            for p in range(per):
+                chunk = base + (local + g * (lo + j)) * per + p
+                b.add_rank_arrays(step + i, chunk, x, x + g * ((group ^ bit) - group), op)
         lo, size = np.minimum(lo, lo ^ bit), size * 2
     return k
 
 
-def emit(sink: ScheduleBuilder | _Tally, plan: Plan, stages: int) -> None:
-    """The transfers of `stages` pieces, piece s (chunks s·N .. s·N + N − 1) entering at step s."""
+def emit(sink: ScheduleBuilder | _Tally, plan: Plan, pieces: Sequence[int]) -> None:
+    """The transfers of the pieces, piece s (`pieces[s]` units of one chunk per rank: chunks
+    N·u .. N·(u + pieces[s]) − 1, u the units before it) entering at step s."""
     radices = plan.radices
     n = radices[0] * radices[1]
     b = _OnGrid(sink, plan.grid.ravel())
     sign = 0 if plan.intra == "direct" else 1
-    for s in range(stages):
-        base, step = s * n, s
-        step += phase(b, radices, 0, [], step, base, 1, "reduce", sign)  # type: ignore[arg-type]
+    rail_sign = 0 if plan.rail == "direct" else 1
+    units = 0
+    for s, per in enumerate(pieces):
+        base, step = units * n, s
+        step += phase(b, radices, 0, [], step, base, per, "reduce", sign)  # type: ignore[arg-type]
         for op in ("reduce", "copy"):
             if plan.rail == "rhd":
-                step += _rhd_rail(b, radices, step, base, op)
+                step += _rhd_rail(b, radices, step, base, per, op)
             else:
-                rail_sign = 0 if plan.rail == "direct" else 1
-                step += phase(b, radices, 1, [0], step, base, 1, op, rail_sign)  # type: ignore[arg-type]
-        phase(b, radices, 0, [], step, base, 1, "copy", sign)  # type: ignore[arg-type]
+                step += phase(b, radices, 1, [0], step, base, per, op, rail_sign)  # type: ignore[arg-type]
+        phase(b, radices, 0, [], step, base, per, "copy", sign)  # type: ignore[arg-type]
+        units += per
+
+
+def ramp(ratio: float, top: int, hold: int) -> list[int]:
+    """Piece sizes growing by `ratio` per piece (rounded, at least one more unit each) up to
+    `top`, `hold` pieces of `top`, and the same ramp down."""
+    up: list[int] = []
+    x = 1.0
+    while not up or up[-1] < top:
+        up.append(min(top, max(round(x), up[-1] + 1 if up else 1)))
+        x = max(x * ratio, up[-1] + 1)
+    return up[:-1] + [top] * hold + up[-2::-1]
 
 
 def estimate(
     topology: Topology, ranks: tuple[str, ...], plan: Plan, nbytes: float, alpha: float
-) -> tuple[float, int]:
-    """(seconds, stages) of a plan, from one piece's transfers on their routes: T the busiest
-    link's time over the whole AllReduce and F what its phases (intra reduce-scatter, rail, intra
-    all-gather, each its busiest link) take one after the other beyond T, which the pipeline's
-    fill and drain expose. Every piece costs a connection k·o (o = `step_overhead`, k the steps of one
-    piece that one connection carries at most: both intra phases or the rail), so S = √(F / (k·o))
-    stages (at most `MAX_STAGES`) take about T + F / S + (k·S + steps − k)·o."""
+) -> list[tuple[float, list[int]]]:
+    """(seconds, pieces) of a plan's candidate piece sizes, cheapest first, from one piece's
+    transfers on their routes.
+
+    T is the busiest link's time over the whole AllReduce, and the phases' busiest links take
+    p0 (intra reduce-scatter), p1 (rail) and p2 (intra all-gather) one after the other; what
+    they take beyond T, F = p0 + p1 + p2 − T, is what the pipeline's ends expose, in proportion
+    to the end pieces' shares: F·(w_first + w_last) / (2·W) for sizes w summing to W. Every
+    piece costs a connection k·o (o = `step_overhead`, k the steps of one piece that one
+    connection carries at most), so S pieces cost (k·S + steps − k)·o. Candidates: S equal
+    pieces (S = √(F / (k·o))), and ramps (`ramp`) whose growth is at most what the busiest
+    phase hides of its neighbours, min(p1 / p0, p1 / p2) where the rail is busiest (that ratio
+    and the gentler `GROWTHS` below it), with at most `MAX_STAGES` units in all.
+    """
     n = len(ranks)
     tally = _Tally()
-    emit(tally, plan, 1)
+    emit(tally, plan, [1])
     step, src, dst = tally.columns()
     phase = (step >= plan.inner_steps).astype(np.int64) + (step >= plan.inner_steps + plan.rail_steps)
     routes = route(topology, ranks, src, dst, spread=False)
@@ -254,11 +295,28 @@ def estimate(
         return float((usage.T @ load / cap).max())
 
     whole = busiest(np.ones(len(step), dtype=bool))
-    fill = max(sum(busiest(phase == p) for p in range(3)) - whole, 0.0)
+    p = [busiest(phase == i) for i in range(3)]
+    fill = max(sum(p) - whole, 0.0)
     o = step_overhead(topology, alpha)
     k = max(2 * plan.inner_steps, plan.rail_steps)
-    stages = int(np.clip(round(math.sqrt(fill / (k * o))), 1, MAX_STAGES))
-    return whole + fill / stages + (k * stages + plan.steps - k) * o, stages
+
+    def cost(w: list[int]) -> float:
+        ends = fill * (w[0] + w[-1]) / (2 * sum(w))
+        return whole + ends + (k * len(w) + plan.steps - k) * o
+
+    equal = int(np.clip(round(math.sqrt(fill / (k * o))), 1, MAX_STAGES)) if fill > 0 else 1
+    options = [[1] * equal]
+    ratio = min(p[1] / p[0], p[1] / p[2]) if min(p[0], p[2]) > 0 else 0.0
+    growths = sorted({ratio, *(g for g in GROWTHS if g < ratio)}) if ratio > 1 and fill > 0 else []
+    for growth in growths:
+        top = 2
+        while top <= MAX_STAGES:
+            for hold in range(1, 2 * k + 3):
+                w = ramp(growth, top, hold)
+                if sum(w) <= MAX_STAGES and w not in options:
+                    options.append(w)
+            top *= 2
+    return sorted(((cost(w), w) for w in options), key=lambda c: c[0])
 
 
 def _choose(name: str, value: str, options: tuple[str, ...]) -> tuple[str, ...]:
@@ -282,8 +340,9 @@ def hierarchical(
 ) -> Schedule:
     """Hierarchical AllReduce over equal groups of ranks (`groups`, lists of rank names, or found
     by `candidate_groups`): `intra` direct or ring inside the groups, `rail` direct, ring or rhd
-    across them, the vector in `stages` pipelined pieces; 'auto' and None choose by `estimate`
-    (with `alpha`, default the flow model's). NotApplicable where the ranks form no such groups."""
+    across them, the vector in pipelined pieces (`stages` equal ones, or sizes chosen with the
+    modes); 'auto' and None choose by `estimate` (with `alpha`, default the flow model's).
+    NotApplicable where the ranks form no such groups."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     intras, rails = _choose("intra", intra, INTRA), _choose("rail", rail, RAIL)
@@ -304,7 +363,7 @@ def hierarchical(
     big = len(options[0])
     if "rhd" in rails and rail == "rhd" and any(len(o) & (len(o) - 1) for o in options):
         raise ArschedError(f"{NAME}: rail='rhd' needs a power-of-two number of groups, got {big}")
-    best: tuple[float, int, Plan] | None = None
+    best: tuple[float, list[int], Plan] | None = None
     for parts in options:
         for mode in intras:
             grid = _align(topology, rs, parts, mode == "ring")
@@ -312,24 +371,54 @@ def hierarchical(
                 if r == "rhd" and len(parts) & (len(parts) - 1):
                     continue
                 plan = Plan(grid, mode, r)
-                t, s = estimate(topology, rs, plan, nbytes, a)
-                if best is None or t < best[0]:
-                    best = (t, s, plan)
+                options = estimate(topology, rs, plan, nbytes, a)
+                if best is None or options[0][0] < best[0][0][0]:
+                    best = (options, plan)
     assert best is not None
-    _, chosen, plan = best
+    options, plan = best
     if stages is not None:
         if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= MAX_STAGES):
             raise ArschedError(f"{NAME}: stages must be an integer from 1 to {MAX_STAGES}, got {stages!r}")
-        chosen = int(stages)
+        return _schedule(topology, rs, nbytes, plan, [1] * int(stages))
+    if options[0][0] > REFINE * allreduce_bound(topology, rs, nbytes):
+        return _schedule(topology, rs, nbytes, plan, options[0][1])
+    return _fastest(topology, rs, nbytes, plan, [w for _, w in options[:SIMULATED]], a)
+
+
+def _schedule(
+    topology: Topology, rs: tuple[str, ...], nbytes: float, plan: Plan, pieces: list[int]
+) -> Schedule:
     n = len(rs)
-    chunks = chunk_multiple(chosen * n, n, NAME, ranks=n)
+    chunks = chunk_multiple(sum(pieces) * n, n, NAME, ranks=n)
     params = {
         "groups": [[rs[i] for i in row] for row in plan.grid.tolist()],
         "intra": plan.intra,
         "rail": plan.rail,
-        "stages": chosen,
+        "stages": len(pieces),
+        "pieces": pieces,
         "chunks": chunks,
     }
     b = ScheduleBuilder(topology, rs, nbytes, chunks, NAME, {"params": params})
-    emit(b, plan, chosen)
+    emit(b, plan, pieces)
     return b.build()
+
+
+def _fastest(
+    topology: Topology,
+    rs: tuple[str, ...],
+    nbytes: float,
+    plan: Plan,
+    candidates: list[list[int]],
+    alpha: float,
+) -> Schedule:
+    """The candidate piece sizes' schedule that is fastest in the default flow model, or the first
+    (the estimate's choice) where the first is over `SIMULATE_TRANSFERS` transfers."""
+    from arsched.sim import simulate_flow
+
+    first = _schedule(topology, rs, nbytes, plan, candidates[0])
+    per_unit = len(first) / sum(candidates[0])
+    small = [w for w in candidates if sum(w) * per_unit <= SIMULATE_TRANSFERS]
+    if len(small) < 2 or small[0] is not candidates[0]:
+        return first
+    built = [first] + [_schedule(topology, rs, nbytes, plan, w) for w in small[1:]]
+    return min(built, key=lambda s: simulate_flow(s, alpha).time_s)
