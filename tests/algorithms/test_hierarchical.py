@@ -129,7 +129,7 @@ def test_unequal_pieces_are_valid_in_every_rail_mode(rail):
 
 
 @pytest.mark.parametrize(
-    "spec", ["hgx:boxes=4", "hgx:boxes=2,gen=h100", "hgx:boxes=3,gpus_per_box=4,fabric=clos"]
+    "spec", ["hgx:boxes=4", "hgx:boxes=4,fabric=clos", "hgx:boxes=3,gpus_per_box=4,fabric=clos"]
 )
 def test_chosen_pieces_are_no_slower_than_equal_ones(spec):
     """The chosen sizes against the estimate's best equal pieces (what was built before ramps)."""

@@ -26,8 +26,9 @@ connection α. Sizes ramp up geometrically by the ratio of the busiest phase to 
 (what the busiest phase of piece s hides of the next piece's), hold, and ramp down. Modes and
 pieces are chosen by a closed-form estimate: the schedule's busiest link time for one piece
 (from its own transfers on their routes) plus the exposed ends and α per step (`estimate`); where
-the plan is within `REFINE` of the bound and small, the estimate's few cheapest piece sizes are
-timed in the flow model (in-order connections) and the fastest is kept.
+the plan is within `REFINE` of the bound and small, the estimate's few cheapest piece sizes and
+its best equal pieces are timed in the flow model (in-order connections) and the fastest is
+kept.
 
 Limitation: both intra phases cross each GPU's link to its box fabric, 2·(g − 1)/g of the
 vector in all. Where that is more than the rail carries (4 H100 boxes: 2 · 7/8 · M at 450 GB/s
@@ -382,7 +383,9 @@ def hierarchical(
         return _schedule(topology, rs, nbytes, plan, [1] * int(stages))
     if options[0][0] > REFINE * allreduce_bound(topology, rs, nbytes):
         return _schedule(topology, rs, nbytes, plan, options[0][1])
-    return _fastest(topology, rs, nbytes, plan, [w for _, w in options[:SIMULATED]], a)
+    cheapest = [w for _, w in options[:SIMULATED]]
+    equal = next(w for _, w in options if len(set(w)) == 1)  # the estimate's best equal pieces
+    return _fastest(topology, rs, nbytes, plan, cheapest + [equal] * (equal not in cheapest), a)
 
 
 def _schedule(
