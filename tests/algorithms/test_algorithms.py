@@ -176,6 +176,19 @@ def test_native_schemes_attain_the_bandwidth_bound(name, topo, synchronous):
     assert r.time_s == pytest.approx(r.bound_s, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("name", "k"), [("rhd", 4), ("rhd", 8), ("sharded-ps", 4), ("sharded-ps", 6), ("sharded-ps", 8)]
+)
+def test_textbook_schemes_attain_the_bound_on_fat_trees_with_spread_routes(name, k):
+    """Halving-doubling (a power-of-two number of hosts) and the sharded PS are bandwidth-optimal on
+    a non-blocking fat-tree when switches spread their pairs over the equal-cost uplinks; on the
+    lowest-index routes their core traffic met at one core switch (k=8: 14× the bound)."""
+    s = build(name, parse_spec(f"fattree:k={k},latency=0"), None, 1e8)
+    assert validate(s).ok
+    r = simulate_flow(s, alpha=0.0)
+    assert r.time_s == pytest.approx(r.bound_s, rel=1e-9)
+
+
 @pytest.mark.parametrize("name", ["bcube-native", "torus-native"])
 def test_native_schemes_refuse_other_topologies_and_subsets(name):
     with pytest.raises(NotApplicable, match="built by arsched, not fattree"):

@@ -200,3 +200,47 @@ def test_ps_transfers_shape():
         (1, 0, "b", "c", "copy"),
         (1, 1, "b", "c", "copy"),
     ]
+
+
+@pytest.mark.parametrize(
+    "spec", ["fattree:k=4", "fattree:k=6", "leafspine:leaves=3,spines=3,servers_per_leaf=2"]
+)
+def test_spread_routes_are_fewest_hop_and_use_every_equal_cost_uplink(spec):
+    """Spread routes (one routing call for many pairs, or one pair at a time through `add`) are
+    the router's spread routes: as short as the default ones, and all-to-all traffic reaches every
+    top-level switch where the default routes meet at the lowest-index one."""
+    t = topo(spec)
+    n = len(t.servers)
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))
+    spread = ScheduleBuilder(t, None, 1.0, 1, spread=True)
+    spread.add_rank_arrays(0, 0, src, dst)
+    one_by_one = ScheduleBuilder(t, None, 1.0, 1, spread=True)
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+        one_by_one.add(0, 0, t.servers[s], t.servers[d])
+    plain = ScheduleBuilder(t, None, 1.0, 1)
+    plain.add_rank_arrays(0, 0, src, dst)
+    a, b, c = spread.build(), one_by_one.build(), plain.build()
+    assert rows(a) == rows(b)
+    assert [len(x.path) for x in a] == [len(x.path) for x in c]
+    c_ = t.compiled
+    for x in a:
+        for u, v in zip(x.path, x.path[1:], strict=False):
+            assert c_.index[v] in c_.link_dst[c_.link_src == c_.index[u]]  # every hop is a link
+    top = {v for v in t.nodes if v.startswith(("c", "spine"))}
+    assert top == {v for x in a for v in x.path if v in top}  # every top switch carries a pair
+    assert len({v for x in c for v in x.path if v in top}) < len(top)
+
+
+@pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "torus:dims=3x4", "dcell:n=2,k=1"])
+def test_spread_routes_change_nothing_without_switch_ties(spec):
+    """Servers relay on their lowest-index route either way, so server-centric networks whose
+    switches have one way down give byte-identical schedules."""
+    t = topo(spec)
+    n = len(t.servers)
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))
+    built = []
+    for spread in (False, True):
+        b = ScheduleBuilder(t, None, 1.0, 1, spread=spread)
+        b.add_rank_arrays(0, 0, src, dst)
+        built.append(rows(b.build()))
+    assert built[0] == built[1]

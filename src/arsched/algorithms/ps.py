@@ -7,7 +7,8 @@ flow-model time among the most promising candidates is taken (ties: lowest rank 
 
 `sharded-ps`: every rank serves 1/N of the vector (the "all-to-all" reduce-scatter then
 all-gather of BytePS-style sharded servers): step 0 every rank reduces each shard into its
-owner, step 1 the owners copy the shards back.
+owner, step 1 the owners copy the shards back. Its transfers take routes spread over equal-cost
+paths at switches (as ECMP spreads all-to-all traffic; `ScheduleBuilder(spread=True)`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ def sharded_ps(
     n = len(rs)
     chunks = chunk_multiple(chunks, n, "sharded-ps", ranks=n)
     per = chunks // n
-    b = ScheduleBuilder(topology, rs, nbytes, chunks, "sharded-ps", {"params": {"chunks": chunks}})
+    b = ScheduleBuilder(
+        topology, rs, nbytes, chunks, "sharded-ps", {"params": {"chunks": chunks}}, spread=True
+    )
     src, dst = np.nonzero(~np.eye(n, dtype=bool))  # every ordered pair of different ranks
     for k in range(per):
         # shard of owner d is chunks d*per ... d*per+per-1

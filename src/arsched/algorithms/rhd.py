@@ -1,11 +1,20 @@
 """Recursive halving-doubling AllReduce (Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005).
 
 For N = 2^k: k halving steps (reduce-scatter: exchange half of the current range with the
-partner at distance N/2, N/4, ...) then k doubling steps (all-gather in reverse), 2k steps in
-all, bandwidth-optimal on a non-blocking network and logarithmic in latency. Any other N: the
+partner at distance 1, 2, 4, ...) then k doubling steps (all-gather in reverse), 2k steps in
+all, bandwidth-optimal on a non-blocking network and logarithmic in latency. The nearest
+partners come first, so the largest exchanges (half the vector) stay between neighbouring ranks
+(one box, one edge switch) and only 1/2^i of it crosses the i-th level: on multi-GPU boxes
+numbered box by box this is the box-then-rail hierarchy, on an oversubscribed fabric it keeps
+the bulk below the oversubscribed level. Any other N: the
 first 2r ranks (r = N − 2^⌊log2 N⌋) pair up, the even one of each pair first adds its whole
 vector into the odd one, the 2^k remaining ranks run the power-of-two algorithm, and the odd
 ones copy the result back: 2⌊log2 N⌋ + 2 steps.
+
+Each step is a permutation of partners at one distance, which a fat-tree carries without
+contention only if its switches spread the pairs over their equal-cost uplinks, as ECMP does:
+transfers take spread routes (d-mod-k, `ScheduleBuilder(spread=True)`), not the lowest-index
+route, on which every pair crossing the core met at one core switch.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ def rhd(
     p2 = 1 << k
     extra = n - p2
     chunks = chunk_multiple(chunks, p2, "rhd", ranks=n)
-    b = ScheduleBuilder(topology, rs, nbytes, chunks, "rhd", {"params": {"chunks": chunks}})
+    b = ScheduleBuilder(topology, rs, nbytes, chunks, "rhd", {"params": {"chunks": chunks}}, spread=True)
     all_chunks = np.arange(chunks)
     # ranks 0..2·extra−1 pair up (2i, 2i+1); the odd ones and ranks 2·extra.. take part
     members = np.array([2 * i + 1 for i in range(extra)] + list(range(2 * extra, n)))
@@ -44,8 +53,8 @@ def rhd(
     lo = np.zeros(p2, dtype=np.int64)  # owned chunk range [lo, lo + size) of every member
     size = chunks
     v = np.arange(p2)
-    for i in range(k):  # halving: keep the half on your side of the partner
-        m = p2 >> (i + 1)
+    bits = [1 << i for i in range(k)]  # nearest partners first: the big exchanges stay local
+    for m in bits:  # halving: keep the half on your side of the partner
         half = size // 2
         upper = (v & m) != 0
         send_lo = np.where(upper, lo, lo + half)  # the half the partner keeps
@@ -54,8 +63,7 @@ def rhd(
         lo = np.where(upper, lo + half, lo)
         size = half
         step += 1
-    for i in range(k):  # doubling: send everything you own to the partner
-        m = 1 << i
+    for m in bits[::-1]:  # doubling: send everything you own to the partner
         for j in range(size):
             b.add_rank_arrays(step, lo + j, members, members[v ^ m], "copy")
         lo = np.minimum(lo, lo[v ^ m])

@@ -171,7 +171,10 @@ class ScheduleBuilder:
     """Accumulates transfers for a Schedule; algorithms use it to emit rows cheaply.
 
     Ranks are given as node ids (`add`) or as rank indices in bulk (`add_rank_arrays`). A
-    missing path is filled with the topology's default route, interned once per (src, dst).
+    missing path is filled with the topology's default route, interned once per (src, dst), or
+    with `spread` with the route spread over equal-cost paths at switches
+    (`Router.link_paths(spread=True)`: d-mod-k on fat-trees, as a fabric's ECMP spreads flows),
+    so that schedules with many rank pairs at once do not all cross the lowest-index switch.
     """
 
     def __init__(
@@ -182,8 +185,10 @@ class ScheduleBuilder:
         num_chunks: int,
         algorithm: str = "custom",
         meta: dict[str, Any] | None = None,
+        spread: bool = False,
     ) -> None:
         self.topology = topology
+        self.spread = spread
         self.ranks = tuple(topology.servers if ranks is None else ranks)
         try:
             self.nbytes = float(nbytes)
@@ -220,10 +225,27 @@ class ScheduleBuilder:
         key = (s, d)
         pid = self._default.get(key)
         if pid is None:
-            ids = self.topology.compiled.node_ids
-            path = (ids[s], ids[d]) if s == d else self.topology.path(ids[s], ids[d])
+            c = self.topology.compiled
+            if s == d:
+                path = (c.node_ids[s], c.node_ids[d])
+            elif self.spread:
+                _, links = self.topology.router.link_paths(np.array([s]), np.array([d]), spread=True)
+                path = (c.node_ids[s], *(c.node_ids[x] for x in c.link_dst[links].tolist()))
+            else:
+                path = self.topology.path(c.node_ids[s], c.node_ids[d])
             pid = self._default[key] = self.intern_path(path)
         return pid
+
+    def _spread_paths(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Intern the spread routes of many node pairs in one vectorised routing call."""
+        c = self.topology.compiled
+        far = src != dst
+        ptr, links = self.topology.router.link_paths(src[far], dst[far], spread=True)
+        hops = c.link_dst[links].tolist()
+        bounds = ptr.tolist()
+        for i, (s, d) in enumerate(zip(src[far].tolist(), dst[far].tolist(), strict=True)):
+            path = (c.node_ids[s], *(c.node_ids[x] for x in hops[bounds[i] : bounds[i + 1]]))
+            self._default[(s, d)] = self.intern_path(path)
 
     def add(
         self,
@@ -289,6 +311,8 @@ class ScheduleBuilder:
         if len(new):
             ids = self.topology.compiled.node_ids
             self.topology.router.prepare(ids[x] for x in np.unique(new % num_nodes))
+            if self.spread:
+                self._spread_paths(*np.divmod(new, num_nodes))
             new_pids = np.array([self._default_path(*divmod(int(x), num_nodes)) for x in new], dtype=np.int64)
             merged = np.concatenate([known, new])
             order = np.argsort(merged, kind="stable")
