@@ -159,7 +159,7 @@ class Router:
         for k in range(int(hops.max(initial=0))):
             on = np.flatnonzero(hops > k)
             if nxt is None:
-                link = self._spread_hop(cur[on], dist[row[on]], hops[on] - k - 1, digits, on)
+                link = self._spread_hop(cur[on], dist, row[on], hops[on] - k - 1, digits, on)
             else:
                 link = np.asarray(c.adjacency[cur[on], nxt[row[on], cur[on]]]).ravel() - 1
             links[ptr[on] + k] = link
@@ -178,10 +178,17 @@ class Router:
         return order, np.concatenate([[0], np.cumsum(np.bincount(c.link_src, minlength=c.num_nodes))])
 
     def _spread_hop(
-        self, at: np.ndarray, dist: np.ndarray, left: np.ndarray, digits: np.ndarray, on: np.ndarray
+        self,
+        at: np.ndarray,
+        dist: np.ndarray,
+        row: np.ndarray,
+        left: np.ndarray,
+        digits: np.ndarray,
+        on: np.ndarray,
     ) -> np.ndarray:
         """One spreading hop (see `link_paths`): the chosen out-link of every node in `at`, whose
-        destinations' distance rows are `dist`; consumes a digit of `digits[on]`."""
+        destinations' distance rows are `dist[row]` (indexed in place: a row per pair would be
+        pairs × nodes); consumes a digit of `digits[on]`."""
         c = self._c
         if not hasattr(self, "_out"):
             order = np.lexsort((c.link_dst, c.link_src))  # out-links by source, then by neighbour
@@ -194,8 +201,7 @@ class Router:
         slot = lo[:, None] + np.arange(int((hi - lo).max()))[None, :]
         real = slot < hi[:, None]
         link = order[np.minimum(slot, len(order) - 1)]
-        rows = np.arange(len(at))[:, None]
-        good = real & (dist[rows, c.link_dst[link]] == left[:, None])
+        good = real & (dist[row[:, None], c.link_dst[link]] == left[:, None])
         count = np.where(self._is_switch[at], good.sum(axis=1), 1)  # servers: the first
         pick = digits[on] % count
         digits[on] //= count
