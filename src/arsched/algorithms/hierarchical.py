@@ -62,6 +62,7 @@ GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where 
 SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough
 SIMULATE_TRANSFERS = 200_000  # schedules larger than this are chosen by the estimate alone
 REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
+TRANSFERS = 524_288  # pieces are not cut finer than this many transfers allow (a runtime's limit)
 INTRA = ("direct", "ring")
 RAIL = ("direct", "ring", "rhd")
 Ints = np.ndarray | int
@@ -278,7 +279,8 @@ def estimate(
     connection carries at most), so S pieces cost (k·S + steps − k)·o. Candidates: S equal
     pieces (S = √(F / (k·o))), and ramps (`ramp`) whose growth is at most what the busiest
     phase hides of its neighbours, min(p1 / p0, p1 / p2) where the rail is busiest (that ratio
-    and the gentler `GROWTHS` below it), with at most `MAX_STAGES` units in all.
+    and the gentler `GROWTHS` below it), with at most `MAX_STAGES` units in all and at most
+    `TRANSFERS` transfers.
     """
     n = len(ranks)
     tally = _Tally()
@@ -305,16 +307,17 @@ def estimate(
         ends = fill * (w[0] + w[-1]) / (2 * sum(w))
         return whole + ends + (k * len(w) + plan.steps - k) * o
 
-    equal = int(np.clip(round(math.sqrt(fill / (k * o))), 1, MAX_STAGES)) if fill > 0 else 1
+    units = max(1, min(MAX_STAGES, TRANSFERS // len(step)))  # len(step): one unit's transfers
+    equal = int(np.clip(round(math.sqrt(fill / (k * o))), 1, units)) if fill > 0 else 1
     options = [[1] * equal]
     ratio = min(p[1] / p[0], p[1] / p[2]) if min(p[0], p[2]) > 0 else 0.0
     growths = sorted({ratio, *(g for g in GROWTHS if g < ratio)}) if ratio > 1 and fill > 0 else []
     for growth in growths:
         top = 2
-        while top <= MAX_STAGES:
+        while top <= units:
             for hold in range(1, 2 * k + 3):
                 w = ramp(growth, top, hold)
-                if sum(w) <= MAX_STAGES and w not in options:
+                if sum(w) <= units and w not in options:
                     options.append(w)
             top *= 2
     return sorted(((cost(w), w) for w in options), key=lambda c: c[0])
