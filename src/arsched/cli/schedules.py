@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -168,13 +169,15 @@ def schedule(
             raise ArschedError("--budget applies only to --algorithm auto")
         params["budget"] = budget
     _check_params(algorithm, params)
+    start = time.perf_counter()
     result = build(algorithm, topo, None, nbytes, **params)
+    took = time.perf_counter() - start
     result.meta["seed"] = seed
     report = check(result)
     if not report.ok:  # a builder bug: never write a wrong schedule
         raise RuntimeError(f"{algorithm} built an invalid schedule: {report.message}")
     save(result, out_file)
-    out.print(f"wrote {out_file}: {report.message}")
+    out.print(f"wrote {out_file}: {report.message}; synthesised in {took:.2f} s")
     if "auto" in result.meta:
         search = result.meta["auto"]
         gap = next(c["gap"] for c in search["candidates"] if c["algorithm"] == search["chosen"])
