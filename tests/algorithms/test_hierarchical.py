@@ -147,3 +147,16 @@ def test_chosen_pieces_are_no_slower_than_equal_ones(spec):
         "hierarchical", topo, None, 256e6, intra=params["intra"], rail=params["rail"], stages=len(equal)
     )
     assert simulate_flow(chosen).time_s <= simulate_flow(same).time_s * (1 + 1e-9)
+
+
+def test_pieces_stay_within_the_transfer_limit(monkeypatch):
+    """The limit bounds the chosen pieces (one unit is the finest cut): a smaller limit, fewer
+    transfers, still valid."""
+    import arsched.algorithms.hierarchical as hierarchical
+
+    topo = parse_spec("hgx:boxes=4")
+    free = build("hierarchical", topo, None, 256e6)
+    monkeypatch.setattr(hierarchical, "TRANSFERS", len(free) // 4)
+    capped = build("hierarchical", topo, None, 256e6)
+    check(capped)
+    assert len(capped) <= len(free) // 4 < len(free)
