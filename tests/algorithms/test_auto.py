@@ -106,3 +106,20 @@ def test_cli_says_what_auto_chose(capsys, tmp_path):
     assert f"auto chose {chosen}:" in text
     code, _, err = run(capsys, "schedule", "-t", "ring:n=4", "-a", "ring", "--budget", "5", "-o", str(out))
     assert_one_line_error(code, err)
+
+
+def test_crowded_schedules_are_simulated_last_and_skipped_after_a_good_one(monkeypatch):
+    """A sharded PS (every pair in one step) waits for the others; halving-doubling reaches the
+    bound on a fat-tree first, so the crowded one is never simulated. With no crowding limit the
+    sharded PS, first in order and as good, is chosen."""
+    import arsched.algorithms.auto as auto
+
+    topo = parse_spec("fattree:k=4")
+    plain = build("auto", topo, None, 256e6, candidates="sharded-ps,rhd")
+    assert plain.algorithm == "sharded-ps"
+    n = len(topo.servers)
+    monkeypatch.setattr(auto, "CROWDED", n * (n - 1) - 1)  # sharded-ps: n(n − 1); rhd: n²/2
+    s = build("auto", topo, None, 256e6, candidates="sharded-ps,rhd")
+    assert validate(s).ok and s.algorithm == "rhd"
+    notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
+    assert notes["sharded-ps"].startswith("not simulated: one within")
