@@ -10,9 +10,10 @@ not interrupted; each has its own bound on work), and the search ends early once
 is within `GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
 A schedule with more than `CROWDED` transfers in one step (a sharded PS over a thousand ranks:
 a million flows at once, minutes of event simulation) is simulated after the others, and not at
-all once one of them is within `GOOD_ENOUGH` or the budget has run out. The result is deterministic unless the budget runs
-out (the meta then says which candidates were not tried); synthesis times go to the log
-(`arsched -v`), not into the schedule, so the same inputs give the same bytes.
+all once one of them is within `GOOD_ENOUGH` or the budget has run out. The result is
+deterministic unless the budget runs out (the meta then says which candidates were not tried);
+synthesis times go to the log (`arsched -v`), not into the schedule, so the same inputs give
+the same bytes.
 """
 
 from __future__ import annotations
