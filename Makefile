@@ -47,7 +47,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/python benchmarks/bench_algorithms.py
 	$(BIN)/python benchmarks/bench_packing_scale.py
+	$(BIN)/python benchmarks/bench_gpu_fabrics.py
+	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_auto.py
 	$(BIN)/python benchmarks/bench_runtime.py
+	$(BIN)/python benchmarks/bench_faults.py
 	$(BIN)/python benchmarks/bench_sweep.py
 	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --steps 8000 --phases 6 --general-steps 8000
 	$(BIN)/python benchmarks/bench_cluster.py

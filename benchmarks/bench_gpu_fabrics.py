@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
 from arsched.algorithms import build
 from arsched.algorithms.hierarchical import Plan, estimate
-from arsched.collective import validate
 from arsched.sim import simulate_flow
 from arsched.topology import parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _build import checked
 from _table import markdown, publish
 
 FABRICS = [
@@ -45,12 +44,7 @@ PACKING_RANKS = 32
 
 
 def _timed(make, *args):
-    start = time.perf_counter()
-    s = make(*args)
-    took = time.perf_counter() - start
-    report = validate(s)
-    if not report.ok:
-        raise RuntimeError(f"{s.algorithm} built an invalid schedule: {report.message}")
+    s, took = checked(make, *args)
     return simulate_flow(s, ALPHA).gap, took, s
 
 

@@ -18,11 +18,11 @@ import sys
 import time
 
 from arsched.algorithms import build
-from arsched.collective import validate
 from arsched.sim import simulate_flow
 from arsched.topology import parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _build import checked
 from _table import markdown, publish
 
 NETWORKS = [
@@ -50,12 +50,7 @@ def main() -> None:
             if name == "sharded-ps" and n > SHARDED_RANKS:
                 continue
             for nbytes in SIZES:
-                start = time.perf_counter()
-                s = build(name, topo, None, nbytes)
-                built = time.perf_counter() - start
-                report = validate(s)
-                if not report.ok:
-                    raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
+                s, built = checked(build, name, topo, None, nbytes)
                 start = time.perf_counter()
                 r = simulate_flow(s, ALPHA)
                 simulated = time.perf_counter() - start
