@@ -108,11 +108,13 @@ def auto(
         if (why := stop()) is not None:
             tried.append({"algorithm": name, "note": f"not tried: {why}"})
             continue
+        start = time.perf_counter()
         try:
             schedule = get(name).build(topology, rs, nbytes)
         except (NotApplicable, LimitError) as e:
             tried.append({"algorithm": name, "note": str(e)})
             continue
+        log.info("auto: %s built in %.2f s", name, time.perf_counter() - start)
         report = validate(schedule)
         if not report.ok:  # a builder bug: never choose a wrong schedule
             raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
