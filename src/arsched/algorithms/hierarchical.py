@@ -30,6 +30,10 @@ the plan is within `REFINE` of the bound and small, the estimate's few cheapest 
 its best equal pieces are timed in the flow model (in-order connections) and the fastest is
 kept.
 
+Transfers take routes spread over equal-cost paths at switches (`ScheduleBuilder(spread=True)`),
+and the estimate prices those routes: where rails cross spines (a ToR fabric, rails spanning
+scalable units) the lowest-index routes would put every rail's traffic on one spine.
+
 Limitation: both intra phases cross each GPU's link to its box fabric, 2·(g − 1)/g of the
 vector in all. Where that is more than the rail carries (4 H100 boxes: 2 · 7/8 · M at 450 GB/s
 against 2 · 3/4 · M/8 at 50 GB/s), the scheme is bound by the box fabric, not by the network cut,
@@ -287,7 +291,7 @@ def estimate(
     emit(tally, plan, [1])
     step, src, dst = tally.columns()
     phase = (step >= plan.inner_steps).astype(np.int64) + (step >= plan.inner_steps + plan.rail_steps)
-    routes = route(topology, ranks, src, dst, spread=False)
+    routes = route(topology, ranks, src, dst, spread=True)
     usage = routes.link_matrix(topology.compiled.num_links)
     pair = routes.index(src, dst, n)
     cap = topology.compiled.capacity
@@ -404,7 +408,7 @@ def _schedule(
         "pieces": pieces,
         "chunks": chunks,
     }
-    b = ScheduleBuilder(topology, rs, nbytes, chunks, NAME, {"params": params})
+    b = ScheduleBuilder(topology, rs, nbytes, chunks, NAME, {"params": params}, spread=True)
     emit(b, plan, pieces)
     return b.build()
 
