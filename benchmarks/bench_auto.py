@@ -46,6 +46,7 @@ UNTUNED = [
     "hgx:boxes=4,gen=h100",
     "mi250:boxes=2",
     "hgx:boxes=16,gen=h100",
+    "fattree:k=16",
 ]
 QUICK = ["torus:dims=4x4", "torus:dims=5x3", "hgx:boxes=2", "one-way torus 3x3"]
 TARGETS = {256e6: 1.03, 16e6: 1.10}

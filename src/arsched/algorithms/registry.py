@@ -89,13 +89,16 @@ def unregister(name: str) -> None:
         raise UnknownAlgorithm(f"unknown algorithm {name!r}")
 
 
+# The listing order, and the order in which `auto` tries candidates within its budget: cheap
+# baselines first (halving-doubling before the rings: on a thousand ranks it is the one near the
+# bound, and a multi-ring takes seconds to build there), topology-aware schemes, then synthesis.
 ORDER = (
     "ps",
     "sharded-ps",
+    "rhd",
     "ring",
     "multi-ring",
     "dbtree",
-    "rhd",
     "bcube-native",
     "torus-native",
     "hierarchical",
