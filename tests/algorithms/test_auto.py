@@ -118,7 +118,7 @@ def test_crowded_schedules_are_simulated_last_and_skipped_after_a_good_one(monke
     plain = build("auto", topo, None, 256e6, candidates="sharded-ps,rhd")
     assert plain.algorithm == "sharded-ps"
     n = len(topo.servers)
-    monkeypatch.setattr(auto, "CROWDED", n * (n - 1) - 1)  # sharded-ps: n(n − 1); rhd: n²/2
+    monkeypatch.setattr(auto, "CROWDED", n * (n - 1) - 1)  # sharded-ps: n(n − 1) pairs; rhd: n
     s = build("auto", topo, None, 256e6, candidates="sharded-ps,rhd")
     assert validate(s).ok and s.algorithm == "rhd"
     notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}

@@ -8,8 +8,8 @@ its meta (`auto`: the model, every candidate's time and gap or why it was left o
 candidate starts only while the budget lasts or no schedule has been found yet (a builder is
 not interrupted; each has its own bound on work), and the search ends early once a schedule
 is within `GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
-A schedule with more than `CROWDED` transfers in one step (a sharded PS over a thousand ranks:
-a million flows at once, minutes of event simulation) is simulated after the others, and not at
+A schedule with more than `CROWDED` rank pairs sending in one step (a sharded PS over a thousand
+ranks: a million flows at once, minutes of event simulation) is simulated after the others, and not at
 all once one of them is within `GOOD_ENOUGH` or the budget has run out. The result is
 deterministic unless the budget runs out (the meta then says which candidates were not tried);
 synthesis times go to the log (`arsched -v`), not into the schedule, so the same inputs give
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 NAME = "auto"
 BUDGET_S = 60.0
 GOOD_ENOUGH = 1.01  # a schedule this close to the bound ends the search
-CROWDED = 100_000  # transfers in one step above which a schedule is simulated after the others
+CROWDED = 100_000  # rank pairs in one step above which a schedule is simulated after the others
 
 
 def _candidates(names: Sequence[str] | str | None) -> list[str]:
@@ -118,7 +118,7 @@ def auto(
         report = validate(schedule)
         if not report.ok:  # a builder bug: never choose a wrong schedule
             raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
-        if np.bincount(schedule.step).max(initial=0) > CROWDED:
+        if _most_pairs_in_a_step(schedule) > CROWDED:
             crowded.append(schedule)  # its event simulation is the costly one: try the others first
         else:
             simulate(schedule)
@@ -141,3 +141,16 @@ def auto(
         "candidates": tried,
     }
     return dataclasses.replace(chosen, meta=meta)
+
+
+def _most_pairs_in_a_step(schedule: Schedule) -> int:
+    """The most distinct (source, destination) pairs sending in one step: the concurrent
+    connections whose max-min sharing the event simulation computes."""
+    if not len(schedule):
+        return 0
+    order = np.lexsort((schedule.dst, schedule.src, schedule.step))
+    step, src, dst = schedule.step[order], schedule.src[order], schedule.dst[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (step[1:] != step[:-1]) | (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    _, counts = np.unique(step[new], return_counts=True)
+    return int(counts.max())
