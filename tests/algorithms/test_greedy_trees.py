@@ -136,3 +136,18 @@ def test_the_dense_incidence_is_checked_against_the_memory_limit_first(monkeypat
         incidence(e)
     monkeypatch.setenv(ENV, str(need))
     assert incidence(e).sum() == sum(len(e.links_of(f)) for f in range(e.num_flows))
+
+
+def test_more_ranks_than_the_search_takes_are_refused_at_once():
+    """Above its limit the search would take minutes to hours: refused in one sentence, fast."""
+    import time
+
+    from arsched.algorithms import NotApplicable
+    from arsched.algorithms.greedy_trees import MAX_RANKS
+
+    big = parse_spec("leafspine:leaves=9,spines=2,servers_per_leaf=16")  # 144 hosts
+    assert len(big.servers) > MAX_RANKS
+    start = time.monotonic()
+    with pytest.raises(NotApplicable, match=f"limited to {MAX_RANKS} ranks") as info:
+        build("greedy-trees", big, None, 1e6)
+    assert "\n" not in str(info.value) and time.monotonic() - start < 10

@@ -21,7 +21,7 @@ import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_trees
-from arsched.algorithms.registry import register
+from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.trees import tree_depths, tree_heights
 from arsched.collective.schedule import Schedule
 from arsched.limits import check_memory, format_count
@@ -223,6 +223,9 @@ def best_engine(
     return best[2], best[3]
 
 
+MAX_RANKS = 128  # the most ranks greedy-trees takes (hrl, its learned twin, observes 128 trees)
+
+
 @register("greedy-trees", "flow trees per chunk, rounds of non-conflicting flows, critical path first")
 def greedy_trees(
     topology: Topology,
@@ -236,6 +239,11 @@ def greedy_trees(
     unless `chunks` is given, of the chunk counts `candidate_chunks`."""
     rs = check_ranks(topology, ranks, "greedy-trees")
     nbytes = check_nbytes(nbytes, "greedy-trees")
+    if len(rs) > MAX_RANKS:
+        raise NotApplicable(
+            f"greedy-trees is limited to {MAX_RANKS} ranks: its round-by-round search grows with the "
+            f"square of the ranks (minutes at 256), and {topology.name} has {len(rs)}"
+        )
     if chunks is not None:
         chunks = chunk_multiple(chunks, len(rs), "greedy-trees", ranks=len(rs))
     shape, engine = best_engine(topology, rs, nbytes, chunks, fanout)
