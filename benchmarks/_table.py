@@ -28,3 +28,13 @@ def publish(section: str, intro: str, table: str) -> None:
     pattern = re.compile(rf"^## {re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(body + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + body
     RESULTS.write_text(text)
+
+
+def previous_rows(section: str) -> list[list[str]]:
+    """The rows of the table last published under `section` in docs/results.md (none if absent),
+    so that a benchmark rerun on some of its cases can keep the others."""
+    if not RESULTS.exists():
+        return []
+    match = re.search(rf"^## {re.escape(section)}\n(.*?)(?=^## |\Z)", RESULTS.read_text(), re.S | re.M)
+    lines = [x for x in (match[1].splitlines() if match else []) if x.startswith("|")]
+    return [[c.strip() for c in x.strip().strip("|").split("|")] for x in lines[2:]]

@@ -10,7 +10,8 @@ developed and benchmarked on; "untuned" other sizes of those families, seeded Je
 heterogeneous leaf-spine, GPU clusters (`hgx`, `mi250`) and directed networks (a one-way
 torus, a ring with 4× bandwidth one way), which no constant was tuned on.
 
-Run: python benchmarks/bench_auto.py [--quick] [--budget SECONDS]
+Run: python benchmarks/bench_auto.py [--quick] [--budget SECONDS] [--only NETWORK,...]
+(`--only` reruns those networks and keeps the other rows of the last published table.)
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from arsched.sim import simulate_flow
 from arsched.topology import Topology, parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import markdown, publish
+from _table import markdown, previous_rows, publish
 
 TUNED = ["bcube:n=4,k=1", "dcell:n=4,k=1", "torus:dims=4x4", "fattree:k=4"]
 UNTUNED = [
@@ -50,6 +51,7 @@ UNTUNED = [
 ]
 QUICK = ["torus:dims=4x4", "torus:dims=5x3", "hgx:boxes=2", "one-way torus 3x3"]
 TARGETS = {256e6: 1.03, 16e6: 1.10}
+SECTION = "auto against issue 21's targets (bench_auto.py)"
 
 
 def one_way_torus(a: int, b: int, bandwidth: float = 12.5e9) -> Topology:
@@ -105,13 +107,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="four networks only")
     parser.add_argument("--budget", type=float, default=120.0, help="auto's budget per build (s)")
     parser.add_argument("--limit", type=float, default=900.0, help="wall seconds per network")
+    parser.add_argument(
+        "--only", help="comma-separated networks to rerun; the table keeps the others' last rows"
+    )
     args = parser.parse_args()
     cases = [(n, "tuned") for n in TUNED] + [(n, "untuned") for n in [*UNTUNED, *DIRECTED]]
     if args.quick:
         cases = [(n, kind) for n, kind in cases if n in QUICK]
+    only = None if args.only is None else set(args.only.split(","))
+    if only is not None and not only <= {n for n, _ in cases}:
+        parser.error(f"--only: unknown networks {sorted(only - {n for n, _ in cases})}")
+    kept = {row[0]: row for row in previous_rows(SECTION)} if only is not None else {}
     rows = []
     ctx = multiprocessing.get_context("spawn")
     for name, kind in cases:
+        if only is not None and name not in only:
+            if name in kept:
+                rows.append(kept[name])
+            continue
         out = ctx.Queue()
         proc = ctx.Process(target=_measure, args=(name, args.budget, out))
         proc.start()
@@ -131,7 +144,7 @@ def main() -> None:
     header += ["256 MB: chosen", "gap", "synthesis (s)", "16 MB: chosen", "gap", "synthesis (s)"]
     header += ["≤ 1.03× at 256 MB", "≤ 1.10× at 16 MB"]
     publish(
-        "auto against issue 21's targets (bench_auto.py)",
+        SECTION,
         "The schedule `auto` makes (every applicable algorithm built, validated and simulated; the "
         f"fastest kept; budget {args.budget:g} s per build) and its gap to the bound in the default model "
         "(flow, in-order connections, α = 5 µs). Synthesis time is auto's whole search on this machine; "
