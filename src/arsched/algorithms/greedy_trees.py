@@ -186,6 +186,7 @@ def plan_key(rounds: int, chunks: int) -> tuple[Fraction, int]:
     return Fraction(rounds, chunks), rounds
 
 
+MAX_RANKS = 128  # the most ranks greedy-trees and hrl (its warm start) take
 _BEST_PLAN: weakref.WeakKeyDictionary[Topology, dict] = weakref.WeakKeyDictionary()
 
 
@@ -202,7 +203,13 @@ def best_engine(
     engine, at the start. A candidate whose busiest link carries so many flows that it cannot
     beat the best so far (the load is a lower bound on its rounds) is not run. The choice does
     not depend on the size and is cached per topology, ranks, chunks and fanout (the RL
-    environments and training ask for it many times)."""
+    environments and training ask for it many times). More than `MAX_RANKS` ranks are refused
+    (NotApplicable) before any search."""
+    if len(ranks) > MAX_RANKS:
+        raise NotApplicable(
+            f"{algorithm} is limited to {MAX_RANKS} ranks: greedy's round-by-round search grows with "
+            f"the square of the ranks (minutes at 256), and {topology.name} has {len(ranks)}"
+        )
     known = _BEST_PLAN.setdefault(topology, {})
     key = (ranks, chunks, fanout)
     if key in known:
@@ -223,9 +230,6 @@ def best_engine(
     return best[2], best[3]
 
 
-MAX_RANKS = 128  # the most ranks greedy-trees takes (hrl, its learned twin, observes 128 trees)
-
-
 @register("greedy-trees", "flow trees per chunk, rounds of non-conflicting flows, critical path first")
 def greedy_trees(
     topology: Topology,
@@ -239,11 +243,6 @@ def greedy_trees(
     unless `chunks` is given, of the chunk counts `candidate_chunks`."""
     rs = check_ranks(topology, ranks, "greedy-trees")
     nbytes = check_nbytes(nbytes, "greedy-trees")
-    if len(rs) > MAX_RANKS:
-        raise NotApplicable(
-            f"greedy-trees is limited to {MAX_RANKS} ranks: its round-by-round search grows with the "
-            f"square of the ranks (minutes at 256), and {topology.name} has {len(rs)}"
-        )
     if chunks is not None:
         chunks = chunk_multiple(chunks, len(rs), "greedy-trees", ranks=len(rs))
     shape, engine = best_engine(topology, rs, nbytes, chunks, fanout)
