@@ -123,7 +123,7 @@ def auto(
         else:
             simulate(schedule)
     for schedule in crowded:
-        if (why := stop()) is not None and best is not None:
+        if (why := stop()) is not None:
             tried.append({"algorithm": schedule.algorithm, "note": f"not simulated: {why}"})
         else:
             simulate(schedule)

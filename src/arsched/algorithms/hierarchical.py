@@ -358,32 +358,31 @@ def hierarchical(
     if not (a >= 0 and math.isfinite(a)):
         raise ArschedError(f"{NAME}: alpha must be a non-negative number of seconds, got {alpha!r}")
     if groups is None:
-        options = candidate_groups(topology, rs)
-        if not options:
+        groupings = candidate_groups(topology, rs)
+        if not groupings:
             raise NotApplicable(
                 f"{NAME}: the ranks of {topology.name} form no two or more equal groups of two or more "
                 "(by fast links or shared switches)"
             )
     else:
-        options = [_given_groups(groups, rs)]
-        if not _usable(options[0]):
+        groupings = [_given_groups(groups, rs)]
+        if not _usable(groupings[0]):
             raise NotApplicable(f"{NAME} needs two or more equal groups of two or more ranks, got {groups!r}")
-    big = len(options[0])
-    if "rhd" in rails and rail == "rhd" and any(len(o) & (len(o) - 1) for o in options):
+    big = len(groupings[0])
+    if "rhd" in rails and rail == "rhd" and any(len(o) & (len(o) - 1) for o in groupings):
         raise ArschedError(f"{NAME}: rail='rhd' needs a power-of-two number of groups, got {big}")
-    best: tuple[float, list[int], Plan] | None = None
-    for parts in options:
+    plan: Plan | None = None
+    options: list[tuple[float, list[int]]] = []  # the chosen plan's piece sizes, cheapest first
+    for parts in groupings:
         for mode in intras:
             grid = _align(topology, rs, parts, mode == "ring")
             for r in rails:
                 if r == "rhd" and len(parts) & (len(parts) - 1):
                     continue
-                plan = Plan(grid, mode, r)
-                options = estimate(topology, rs, plan, nbytes, a)
-                if best is None or options[0][0] < best[0][0][0]:
-                    best = (options, plan)
-    assert best is not None
-    options, plan = best
+                priced = estimate(topology, rs, Plan(grid, mode, r), nbytes, a)
+                if plan is None or priced[0][0] < options[0][0]:
+                    plan, options = Plan(grid, mode, r), priced
+    assert plan is not None
     if stages is not None:
         if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= MAX_STAGES):
             raise ArschedError(f"{NAME}: stages must be an integer from 1 to {MAX_STAGES}, got {stages!r}")

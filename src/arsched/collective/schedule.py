@@ -225,14 +225,11 @@ class ScheduleBuilder:
         key = (s, d)
         pid = self._default.get(key)
         if pid is None:
-            c = self.topology.compiled
-            if s == d:
-                path = (c.node_ids[s], c.node_ids[d])
-            elif self.spread:
-                _, links = self.topology.router.link_paths(np.array([s]), np.array([d]), spread=True)
-                path = (c.node_ids[s], *(c.node_ids[x] for x in c.link_dst[links].tolist()))
-            else:
-                path = self.topology.path(c.node_ids[s], c.node_ids[d])
+            if self.spread and s != d:
+                self._spread_paths(np.array([s]), np.array([d]))
+                return self._default[key]
+            ids = self.topology.compiled.node_ids
+            path = (ids[s], ids[d]) if s == d else self.topology.path(ids[s], ids[d])
             pid = self._default[key] = self.intern_path(path)
         return pid
 
