@@ -15,3 +15,7 @@ class ScheduleFormatError(ArschedError):
 
 class UnitError(ArschedError):
     """A human-unit quantity such as '100MB' or '5us' cannot be parsed."""
+
+
+class OutOfTime(ArschedError):
+    """A computation given a deadline (auto's simulation of a candidate) passed it."""

@@ -11,7 +11,7 @@ import pytest
 
 from arsched.algorithms import NotApplicable, build
 from arsched.collective import save, validate
-from arsched.errors import ArschedError
+from arsched.errors import ArschedError, OutOfTime
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology import Topology, parse_spec, star
 from clihelp import assert_one_line_error, run
@@ -123,3 +123,25 @@ def test_crowded_schedules_are_simulated_last_and_skipped_after_a_good_one(monke
     assert validate(s).ok and s.algorithm == "rhd"
     notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
     assert notes["sharded-ps"].startswith("not simulated: one within")
+
+
+def test_a_simulation_cut_by_the_budget_is_noted_and_not_chosen(monkeypatch):
+    """Once a schedule is in hand, later candidates are simulated only until the deadline (the
+    event simulation of a crowded schedule can take minutes): a cut one is noted, not chosen."""
+    import arsched.algorithms.auto as auto
+
+    real = auto.simulate_flow
+    deadlines = []
+
+    def cut(schedule, *args, deadline=None, **kwargs):
+        deadlines.append(deadline)
+        if schedule.algorithm == "ring":
+            raise OutOfTime("flow simulation stopped at its deadline")
+        return real(schedule, *args, deadline=deadline, **kwargs)
+
+    monkeypatch.setattr(auto, "simulate_flow", cut)
+    s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, candidates=["dbtree", "ring", "rhd"])
+    assert validate(s).ok and s.algorithm in ("dbtree", "rhd")
+    assert deadlines[0] is None and all(d is not None for d in deadlines[1:])  # the first runs to its end
+    notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
+    assert notes["ring"] == "not simulated to its end: the budget ran out"

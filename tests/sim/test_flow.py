@@ -4,6 +4,7 @@ contended schedules go to the event simulation; whole runs equal the reference's
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -16,7 +17,7 @@ from simcases import allreduce_schedules
 from simref import disjoint_steps, link_lists, reference_flow
 
 from arsched.collective import Schedule
-from arsched.errors import ArschedError
+from arsched.errors import ArschedError, OutOfTime
 from arsched.sim import simulate_flow
 from arsched.topology import ring, star
 from schedules import bfs_route, ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
@@ -171,3 +172,14 @@ def test_property_flow_model_equals_the_reference(s, alpha, synchronous):
     assert r.end == pytest.approx(done, rel=1e-7, abs=1e-9 * r.time_s)
     if disjoint_steps(s) and synchronous:
         assert r.notes["method"] == "sweep"  # no link shared at once: the sweep is exact
+
+
+def test_an_event_simulation_past_its_deadline_stops():
+    """auto gives the simulation of each candidate its remaining budget: an event simulation
+    still running at the deadline stops with OutOfTime; the sweep and a far deadline answer."""
+    s = ps_allreduce(star(5), star(5).servers, 1e6, num_chunks=2)
+    assert simulate_flow(s).notes["method"] == "events"
+    with pytest.raises(OutOfTime, match="deadline"):
+        simulate_flow(s, deadline=time.monotonic() - 1.0)
+    far = simulate_flow(s, deadline=time.monotonic() + 3600.0)
+    assert far.time_s == simulate_flow(s).time_s

@@ -6,8 +6,10 @@ textbook schemes first, the synthesis last): built, validated and simulated in t
 The fastest simulated schedule is returned, under its own algorithm's name, with the search in
 its meta (`auto`: the model, every candidate's time and gap or why it was left out). A
 candidate starts only while the budget lasts or no schedule has been found yet (a builder is
-not interrupted; each has its own bound on work), and the search ends early once a schedule
-is within `GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
+not interrupted; each has its own bound on work, so the search ends within the budget plus one
+build), and once a schedule is in hand no simulation runs past the budget (a cut one is noted,
+not chosen). The search ends early once a schedule is within `GOOD_ENOUGH` of the bound, since
+no other can then be more than that faster.
 A schedule with more than `CROWDED` rank pairs sending in one step (a sharded PS over a thousand
 ranks: a million flows at once, minutes of event simulation) is simulated after the others, and not at
 all once one of them is within `GOOD_ENOUGH` or the budget has run out. The result is
@@ -31,7 +33,7 @@ from arsched.algorithms.registry import NotApplicable, algorithms, get, register
 from arsched.collective.schedule import Schedule
 from arsched.collective.validate import validate
 from arsched.defaults import MODELS, default_alpha
-from arsched.errors import ArschedError
+from arsched.errors import ArschedError, OutOfTime
 from arsched.limits import LimitError
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology.core import Topology
@@ -93,7 +95,16 @@ def auto(
     def simulate(schedule: Schedule) -> None:
         nonlocal best
         start = time.perf_counter()
-        r = simulate_flow(schedule, a, fifo=fifo) if model == "flow" else simulate_rounds(schedule, a)
+        try:
+            if model == "flow":
+                # once a schedule is in hand, no simulation runs past the budget
+                r = simulate_flow(schedule, a, fifo=fifo, deadline=None if best is None else deadline)
+            else:
+                r = simulate_rounds(schedule, a)
+        except OutOfTime:
+            log.info("auto: %s not simulated to its end: the budget ran out", schedule.algorithm)
+            tried.append({"algorithm": schedule.algorithm, "note": "not simulated to its end: the budget ran out"})
+            return
         log.info(
             "auto: %s %.3f× the bound, simulated in %.2f s",
             schedule.algorithm,

@@ -16,12 +16,14 @@ Two exact methods:
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from arsched.collective.schedule import Schedule
 from arsched.csr import gather
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.errors import ArschedError
+from arsched.errors import ArschedError, OutOfTime
 from arsched.sim.deps import Dependencies, Readiness, derive
 from arsched.sim.maxmin import incidence, maxmin_rates
 from arsched.sim.paths import CompiledPaths, compile_paths, step_groups
@@ -73,7 +75,12 @@ def _links_of(flows: np.ndarray, cp: CompiledPaths) -> np.ndarray:
 
 
 def _events(
-    schedule: Schedule, deps: Dependencies, cp: CompiledPaths, alpha: float, trace: list | None = None
+    schedule: Schedule,
+    deps: Dependencies,
+    cp: CompiledPaths,
+    alpha: float,
+    trace: list | None = None,
+    deadline: float = np.inf,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Exact event simulation; returns (send start, done, number of event instants).
 
@@ -81,7 +88,8 @@ def _events(
     flow starts or stops on a link that another sending flow uses; a flow alone on its links
     simply sends at its path's bottleneck bandwidth. With a `trace` list, every instant where
     the sending set changed appends (time, links, summed rate on each): the exact per-link rate,
-    piecewise constant until the next entry.
+    piecewise constant until the next entry. Past `deadline` (a `time.monotonic()` value) it
+    stops with `OutOfTime`.
     """
     n = len(schedule)
     cap = schedule.topology.compiled.capacity
@@ -109,6 +117,8 @@ def _events(
             remaining[sending] -= rate * (t_next - now)
         now = t_next
         instants += 1
+        if time.monotonic() > deadline:
+            raise OutOfTime(f"flow simulation stopped at its deadline after {instants:,} event instants")
         tol = _REL * max(now, 1e-300)
         shared = changed = False
         # completions: dependents become ready and wait alpha
@@ -163,6 +173,7 @@ def simulate_flow(
     trace: bool = False,
     fifo: bool = True,
     method: str = "auto",
+    deadline: float | None = None,
 ) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
@@ -175,7 +186,8 @@ def simulate_flow(
     connection at once, an idealisation no runtime implements (docs/architecture.md, "The
     default flow model"). `method='events'` runs the event
     simulation even where the sweep would do (both are exact, so only the cost differs); the
-    default 'auto' takes the sweep whenever it is exact.
+    default 'auto' takes the sweep whenever it is exact. With a `deadline` (a `time.monotonic()`
+    value) an event simulation still running at that time stops with `OutOfTime`.
     """
     s = schedule
     alpha = check_alpha(alpha)
@@ -193,7 +205,7 @@ def simulate_flow(
     notes = {"method": "sweep"}
     if method == "events" or _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
         log: list | None = [] if trace else None
-        send, done, instants = _events(s, deps, cp, alpha, log)
+        send, done, instants = _events(s, deps, cp, alpha, log, np.inf if deadline is None else deadline)
         notes = {"method": "events", "event_instants": instants}
         return SimResult(
             "flow",
