@@ -102,8 +102,9 @@ def auto(
             else:
                 r = simulate_rounds(schedule, a)
         except OutOfTime:
-            log.info("auto: %s not simulated to its end: the budget ran out", schedule.algorithm)
-            tried.append({"algorithm": schedule.algorithm, "note": "not simulated to its end: the budget ran out"})
+            note = "not simulated to its end: the budget ran out"
+            log.info("auto: %s %s", schedule.algorithm, note)
+            tried.append({"algorithm": schedule.algorithm, "note": note})
             return
         log.info(
             "auto: %s %.3f× the bound, simulated in %.2f s",
