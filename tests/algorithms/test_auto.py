@@ -125,23 +125,35 @@ def test_crowded_schedules_are_simulated_last_and_skipped_after_a_good_one(monke
     assert notes["sharded-ps"].startswith("not simulated: one within")
 
 
-def test_a_simulation_cut_by_the_budget_is_noted_and_not_chosen(monkeypatch):
-    """Once a schedule is in hand, later candidates are simulated only until the deadline (the
-    event simulation of a crowded schedule can take minutes): a cut one is noted, not chosen."""
+@pytest.mark.parametrize("cuts", [1, 2])
+def test_a_simulation_cut_short_is_retried_at_the_end_then_noted(monkeypatch, cuts):
+    """Once a schedule is in hand, each later simulation gets a share of the time left (the
+    event simulation of a crowded schedule can take minutes); one cut short is simulated again
+    after the others, and if cut again it is noted, never chosen."""
     import arsched.algorithms.auto as auto
 
     real = auto.simulate_flow
-    deadlines = []
+    calls = []
 
     def cut(schedule, *args, deadline=None, **kwargs):
-        deadlines.append(deadline)
-        if schedule.algorithm == "ring":
+        calls.append((schedule.algorithm, deadline))
+        if schedule.algorithm == "ring" and sum(c[0] == "ring" for c in calls) <= cuts:
             raise OutOfTime("flow simulation stopped at its deadline")
         return real(schedule, *args, deadline=deadline, **kwargs)
 
     monkeypatch.setattr(auto, "simulate_flow", cut)
     s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, candidates=["dbtree", "ring", "rhd"])
-    assert validate(s).ok and s.algorithm in ("dbtree", "rhd")
-    assert deadlines[0] is None and all(d is not None for d in deadlines[1:])  # the first runs to its end
-    notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
-    assert notes["ring"] == "not simulated to its end: the budget ran out"
+    assert validate(s).ok
+    assert [c[0] for c in calls] == ["dbtree", "ring", "rhd", "ring"]
+    assert calls[0][1] is None and all(d is not None for _, d in calls[1:])  # the first runs to its end
+    assert calls[1][1] < calls[3][1]  # a share first, then all that is left
+    ring = next(c for c in s.meta["auto"]["candidates"] if c["algorithm"] == "ring")
+    if cuts == 2:
+        assert s.algorithm != "ring" and ring == {
+            "algorithm": "ring",
+            "note": "not simulated to its end: the budget ran out",
+        }
+    else:
+        assert ring["time_s"] == pytest.approx(
+            simulate_flow(build("ring", parse_spec("torus:dims=3x3"), None, 1e6)).time_s
+        )

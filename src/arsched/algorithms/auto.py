@@ -7,13 +7,16 @@ The fastest simulated schedule is returned, under its own algorithm's name, with
 its meta (`auto`: the model, every candidate's time and gap or why it was left out). A
 candidate starts only while the budget lasts or no schedule has been found yet (a builder is
 not interrupted; each has its own bound on work, so the search ends within the budget plus one
-build), and once a schedule is in hand no simulation runs past the budget (a cut one is noted,
-not chosen). The search ends early once a schedule is within `GOOD_ENOUGH` of the bound, since
-no other can then be more than that faster.
+build). Once a schedule is in hand, a candidate's simulation gets an equal share of the time
+left (what is left over the candidates not yet simulated), so that one slow event simulation
+cannot starve the others; one cut short is simulated again at the end with all the time left,
+and if cut again is noted, not chosen. The search ends early once a schedule is within
+`GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
 A schedule with more than `CROWDED` rank pairs sending in one step (a sharded PS over a thousand
 ranks: a million flows at once, minutes of event simulation) is simulated after the others, and not at
 all once one of them is within `GOOD_ENOUGH` or the budget has run out. The result is
-deterministic unless the budget runs out (the meta then says which candidates were not tried);
+deterministic unless the time runs short (the meta then says which candidates were not tried or
+not simulated to their end);
 synthesis times go to the log (`arsched -v`), not into the schedule, so the same inputs give
 the same bytes.
 """
@@ -82,7 +85,7 @@ def auto(
     deadline = time.monotonic() + budget
     best: tuple[float, float, Schedule] | None = None  # time, gap, schedule
     tried: list[dict[str, Any]] = []
-    crowded: list[Schedule] = []  # built, simulated once the others have been
+    later: list[Schedule] = []  # built; simulated once the others have been (crowded, or cut short)
 
     def stop() -> str | None:
         """Why no further candidate is tried, if none is."""
@@ -92,20 +95,19 @@ def auto(
             return f"one within {GOOD_ENOUGH:g}× the bound came first"
         return None
 
-    def simulate(schedule: Schedule) -> None:
+    def simulate(schedule: Schedule, until: float) -> bool:
+        """Simulate and record `schedule`; False if its simulation was cut at `until` (a
+        `time.monotonic()` value; none before a first schedule is in hand)."""
         nonlocal best
         start = time.perf_counter()
         try:
             if model == "flow":
-                # once a schedule is in hand, no simulation runs past the budget
-                r = simulate_flow(schedule, a, fifo=fifo, deadline=None if best is None else deadline)
+                r = simulate_flow(schedule, a, fifo=fifo, deadline=None if best is None else until)
             else:
                 r = simulate_rounds(schedule, a)
         except OutOfTime:
-            note = "not simulated to its end: the budget ran out"
-            log.info("auto: %s %s", schedule.algorithm, note)
-            tried.append({"algorithm": schedule.algorithm, "note": note})
-            return
+            log.info("auto: %s simulation cut after %.2f s", schedule.algorithm, time.perf_counter() - start)
+            return False
         log.info(
             "auto: %s %.3f× the bound, simulated in %.2f s",
             schedule.algorithm,
@@ -115,8 +117,9 @@ def auto(
         tried.append({"algorithm": schedule.algorithm, "time_s": r.time_s, "gap": r.gap})
         if best is None or r.time_s < best[0]:
             best = (r.time_s, r.gap, schedule)
+        return True
 
-    for name in names:
+    for i, name in enumerate(names):
         if (why := stop()) is not None:
             tried.append({"algorithm": name, "note": f"not tried: {why}"})
             continue
@@ -131,14 +134,19 @@ def auto(
         if not report.ok:  # a builder bug: never choose a wrong schedule
             raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
         if _most_pairs_in_a_step(schedule) > CROWDED:
-            crowded.append(schedule)  # its event simulation is the costly one: try the others first
-        else:
-            simulate(schedule)
-    for schedule in crowded:
+            later.append(schedule)  # its event simulation is the costly one: try the others first
+            continue
+        # an equal share of what is left, so that one slow simulation cannot starve the rest
+        share = (deadline - time.monotonic()) / (len(names) - i + len(later))
+        if not simulate(schedule, time.monotonic() + share):
+            later.append(schedule)
+    for schedule in later:
         if (why := stop()) is not None:
             tried.append({"algorithm": schedule.algorithm, "note": f"not simulated: {why}"})
-        else:
-            simulate(schedule)
+        elif not simulate(schedule, deadline):
+            tried.append(
+                {"algorithm": schedule.algorithm, "note": "not simulated to its end: the budget ran out"}
+            )
     if best is None:
         reasons = "; ".join(f"{t['algorithm']}: {t['note']}" for t in tried)
         raise NotApplicable(f"auto: no algorithm applies to this network ({reasons})")
