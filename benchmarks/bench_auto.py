@@ -10,8 +10,8 @@ developed and benchmarked on; "untuned" other sizes of those families, seeded Je
 heterogeneous leaf-spine, GPU clusters (`hgx`, `mi250`) and directed networks (a one-way
 torus, a ring with 4× bandwidth one way), which no constant was tuned on.
 
-Run: python benchmarks/bench_auto.py [--quick] [--budget SECONDS] [--only NETWORK,...]
-(`--only` reruns those networks and keeps the other rows of the last published table.)
+Run: python benchmarks/bench_auto.py [--quick] [--budget SECONDS] [--only NETWORK ...]
+(each `--only` reruns one network and keeps the other rows of the last published table.)
 """
 
 from __future__ import annotations
@@ -108,13 +108,15 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=120.0, help="auto's budget per build (s)")
     parser.add_argument("--limit", type=float, default=900.0, help="wall seconds per network")
     parser.add_argument(
-        "--only", help="comma-separated networks to rerun; the table keeps the others' last rows"
+        "--only",
+        action="append",
+        help="a network to rerun (repeat for more; names hold commas); the table keeps the others' last rows",
     )
     args = parser.parse_args()
     cases = [(n, "tuned") for n in TUNED] + [(n, "untuned") for n in [*UNTUNED, *DIRECTED]]
     if args.quick:
         cases = [(n, kind) for n, kind in cases if n in QUICK]
-    only = None if args.only is None else set(args.only.split(","))
+    only = None if args.only is None else set(args.only)
     if only is not None and not only <= {n for n, _ in cases}:
         parser.error(f"--only: unknown networks {sorted(only - {n for n, _ in cases})}")
     kept = {row[0]: row for row in previous_rows(SECTION)} if only is not None else {}

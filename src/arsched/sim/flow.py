@@ -9,23 +9,21 @@ Two exact methods:
 - **contention-free sweep**: assume every flow gets its path's bottleneck bandwidth alone and
   propagate times through the dependency graph step by step (vectorised); then check, link by
   link, that no two sending intervals overlap. If none does, this *is* the max-min answer.
-- **event simulation** otherwise: events are starts, ends of sending and completions; all
-  events at the same instant are handled together, and rates are recomputed by progressive
-  filling over the sparse flow-link incidence of the sending flows.
+- **event simulation** otherwise (`engine`, compiled): events are starts, ends of sending and
+  completions; all events at the same instant are handled together, and the max-min rates of
+  the flows connected to what changed are refilled.
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
 from arsched.collective.schedule import Schedule
 from arsched.csr import gather
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.errors import ArschedError, OutOfTime
-from arsched.sim.deps import Dependencies, Readiness, derive
-from arsched.sim.maxmin import incidence, maxmin_rates
+from arsched.errors import ArschedError
+from arsched.sim.deps import Dependencies, derive
+from arsched.sim.engine import simulate_events
 from arsched.sim.paths import CompiledPaths, compile_paths, step_groups
 from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
 
@@ -70,102 +68,6 @@ def _contended(cp: CompiledPaths, start: np.ndarray, stop: np.ndarray) -> bool:
     return bool((same & (s[order][1:] < e[order][:-1] - tol)).any())
 
 
-def _links_of(flows: np.ndarray, cp: CompiledPaths) -> np.ndarray:
-    return incidence(flows, cp)[1]
-
-
-def _events(
-    schedule: Schedule,
-    deps: Dependencies,
-    cp: CompiledPaths,
-    alpha: float,
-    trace: list | None = None,
-    deadline: float = np.inf,
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Exact event simulation; returns (send start, done, number of event instants).
-
-    Rates are recomputed (progressive filling over all sending flows) only at instants where a
-    flow starts or stops on a link that another sending flow uses; a flow alone on its links
-    simply sends at its path's bottleneck bandwidth. With a `trace` list, every instant where
-    the sending set changed appends (time, links, summed rate on each): the exact per-link rate,
-    piecewise constant until the next entry. Past `deadline` (a `time.monotonic()` value) it
-    stops with `OutOfTime`.
-    """
-    n = len(schedule)
-    cap = schedule.topology.compiled.capacity
-    occupancy = np.zeros(len(cap), dtype=np.int64)  # sending flows per link
-    ready = Readiness(deps)
-    send_at = np.full(n, np.inf)  # when sending starts (ready + alpha)
-    done_at = np.full(n, np.inf)
-    remaining = np.full(n, float(schedule.chunk_bytes))
-    pending = ready.initial()
-    send_at[pending] = alpha
-    sending = np.zeros(0, dtype=np.int64)
-    rate = np.zeros(0)
-    flying = np.zeros(0, dtype=np.int64)
-    now, instants = 0.0, 0
-    while len(pending) or len(sending) or len(flying):
-        candidates = [np.inf]
-        if len(pending):
-            candidates.append(send_at[pending].min())
-        if len(sending):
-            candidates.append(now + (remaining[sending] / rate).min())
-        if len(flying):
-            candidates.append(done_at[flying].min())
-        t_next = min(candidates)
-        if len(sending):
-            remaining[sending] -= rate * (t_next - now)
-        now = t_next
-        instants += 1
-        if time.monotonic() > deadline:
-            raise OutOfTime(f"flow simulation stopped at its deadline after {instants:,} event instants")
-        tol = _REL * max(now, 1e-300)
-        shared = changed = False
-        # completions: dependents become ready and wait alpha
-        fin = done_at[flying] <= now + tol
-        if fin.any():
-            new = ready.complete(flying[fin])
-            flying = flying[~fin]
-            send_at[new] = now + alpha
-            pending = np.concatenate([pending, new])
-        # last bytes sent: the flow leaves its links and flies for its path latency
-        if len(sending):
-            # done within the instant's time tolerance (a byte threshold alone can stall when
-            # the step to the next finish is below the float resolution of `now`)
-            out = remaining[sending] <= rate * tol + _REL * schedule.chunk_bytes
-            if out.any():
-                changed = True
-                gone = sending[out]
-                links = _links_of(gone, cp)
-                np.subtract.at(occupancy, links, 1)
-                shared = bool(occupancy[links].any())
-                done_at[gone] = now + cp.latency[gone]
-                flying = np.concatenate([flying, gone])
-                sending, rate = sending[~out], rate[~out]
-        # starts
-        if len(pending):
-            go = send_at[pending] <= now + tol
-            if go.any():
-                changed = True
-                starting = pending[go]
-                pending = pending[~go]
-                links = _links_of(starting, cp)
-                np.add.at(occupancy, links, 1)
-                shared = shared or bool((occupancy[links] > 1).any())
-                sending = np.concatenate([sending, starting])
-                rate = np.concatenate([rate, cp.bottleneck[starting]])
-        if shared:
-            rate = maxmin_rates(sending, cp, cap)
-        if trace is not None and changed:
-            pos, links = incidence(sending, cp)
-            total = np.bincount(links, weights=rate[pos], minlength=len(cap))
-            busy = np.flatnonzero(total)
-            trace.append((now, busy, total[busy]))
-        if not (fin.any() or changed):
-            raise RuntimeError(f"flow simulation made no progress at t={now!r}")  # a bug, never input
-    return send_at, done_at, instants
-
-
 def simulate_flow(
     schedule: Schedule,
     alpha: float = DEFAULT_ALPHA,
@@ -205,7 +107,8 @@ def simulate_flow(
     notes = {"method": "sweep"}
     if method == "events" or _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
         log: list | None = [] if trace else None
-        send, done, instants = _events(s, deps, cp, alpha, log, np.inf if deadline is None else deadline)
+        cap, until = s.topology.compiled.capacity, np.inf if deadline is None else deadline
+        send, done, instants = simulate_events(cp, s.path_id, deps, cap, s.chunk_bytes, alpha, log, until)
         notes = {"method": "events", "event_instants": instants}
         return SimResult(
             "flow",

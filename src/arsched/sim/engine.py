@@ -1,0 +1,510 @@
+"""The flow model's event simulation, compiled: the cost of an event is what it changes.
+
+Semantics are the flow model's (`flow`, design §3.5): a ready transfer pays α, sends at its
+max-min fair rate and is done one path latency after its last byte; every event at the same
+instant (within a relative `REL`) is handled together. What makes it fast:
+
+- **incremental max-min**: max-min fair rates decompose over the connected components of the
+  graph that joins sending flows to the links they cross, so at an instant where flows start
+  or stop, only the components of the links they touch are refilled (progressive filling, the
+  rounds of `maxmin.maxmin_rates` over just those flows); a flow that starts alone on its links
+  simply sends at its path's bottleneck;
+- **heaps of events**: ready flows by their start, sending flows by their finish, finished flows
+  by their arrival; a flow's remaining bytes are brought up to date only when its rate changes
+  (a version number marks its older finish entries stale);
+- **compiled** with numba (the loop is per event and per link, which numpy cannot batch).
+
+The kernel handles a batch of instants per call and returns, so that the caller can show
+progress and stop at a deadline (compiled code cannot read the clock); all state lives in the
+arrays `_start` makes. With `trace`, every rate change is logged and the per-link rates are rebuilt
+from the log (`_trace`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from arsched.csr import gather
+from arsched.errors import OutOfTime
+from arsched.sim.deps import Dependencies
+from arsched.sim.paths import CompiledPaths
+
+REL = 1e-9  # relative time tolerance for simultaneous events
+BATCH = 20_000  # instants per kernel call: the clock and the progress callback are read between calls
+_FULL = 1e-12  # a link is full when less than this share of its capacity is left
+_WAITING, _PENDING, _SENDING, _FLYING, _DONE = 0, 1, 2, 3, 4
+_FINISHED, _MORE, _STUCK, _LOG_FULL = 0, 1, 2, 3  # kernel return codes
+_READY, _SEND, _ARRIVE = 0, 1, 2  # the three heaps
+
+
+@numba.njit(cache=True)
+def _push(key, val, ver, n, k, v, w):  # pragma: no cover - compiled
+    """Push (k, v, w) onto the binary min-heap of size n held in key/val/ver; the new size."""
+    i = n
+    key[i], val[i], ver[i] = k, v, w
+    while i > 0:
+        p = (i - 1) >> 1
+        if key[p] <= key[i]:
+            break
+        key[i], key[p] = key[p], key[i]
+        val[i], val[p] = val[p], val[i]
+        ver[i], ver[p] = ver[p], ver[i]
+        i = p
+    return n + 1
+
+
+@numba.njit(cache=True)
+def _sift_down(key, val, ver, n, i):  # pragma: no cover - compiled
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            return
+        if c + 1 < n and key[c + 1] < key[c]:
+            c += 1
+        if key[i] <= key[c]:
+            return
+        key[i], key[c] = key[c], key[i]
+        val[i], val[c] = val[c], val[i]
+        ver[i], ver[c] = ver[c], ver[i]
+        i = c
+
+
+@numba.njit(cache=True)
+def _pop(key, val, ver, n):  # pragma: no cover - compiled
+    """Remove the top of a heap of size n; the new size."""
+    n -= 1
+    key[0], val[0], ver[0] = key[n], val[n], ver[n]
+    _sift_down(key, val, ver, n, 0)
+    return n
+
+
+@numba.njit(cache=True)
+def _compact(key, val, ver, n, mult, version):  # pragma: no cover - compiled
+    """Drop the stale finish entries of a full heap and restore the heap order; the new size."""
+    m = 0
+    for i in range(n):
+        p = val[i]
+        if mult[p] > 0 and ver[i] == version[p]:
+            key[m], val[m], ver[m] = key[i], val[i], ver[i]
+            m += 1
+    for i in range(m // 2 - 1, -1, -1):
+        _sift_down(key, val, ver, m, i)
+    return m
+
+
+# fmt: off
+@numba.njit(cache=True)
+def _run(
+    path_of, pptr, plinks, powner, bottleneck, latency, cap, chunk, alpha,
+    member_of, group_left, wait_left, dep_ptr, dependents,
+    status, send_at, done_at, target,
+    mult, prate, service, since, version, queue, qhead, qtail,
+    occupancy, head, nxt, prv,
+    hkey, hval, hver, sizes,
+    link_mark, path_mark, comp_mark, touched, comp_links, comp_paths,
+    dirty, count, left, growing, full, new_rate,
+    clock, counters, log_t, log_p, log_r, batch,
+):  # pragma: no cover - compiled
+    # fmt: on
+    """Handle up to `batch` instants; a return code (`_FINISHED`, `_MORE`, `_STUCK`, `_LOG_FULL`).
+    counters: instants, transfers done, mark stamp, log entries; clock: the current time."""
+    num_paths = len(mult)
+    tracing = len(log_t) > 0
+    kR, vR, wR = hkey[_READY], hval[_READY], hver[_READY]
+    kS, vS, wS = hkey[_SEND], hval[_SEND], hver[_SEND]
+    kA, vA, wA = hkey[_ARRIVE], hval[_ARRIVE], hver[_ARRIVE]
+    capacity = len(kS)
+    now = clock[0]
+    done_here = 0
+    while True:
+        while sizes[_SEND] > 0 and (mult[vS[0]] == 0 or wS[0] != version[vS[0]]):
+            sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])  # stale finish entries
+        if sizes[_READY] == 0 and sizes[_SEND] == 0 and sizes[_ARRIVE] == 0:
+            clock[0] = now
+            return _FINISHED
+        if done_here >= batch:
+            clock[0] = now
+            return _MORE
+        if tracing and counters[3] + num_paths > len(log_t):
+            clock[0] = now
+            return _LOG_FULL
+        done_here += 1
+        now = np.inf
+        if sizes[_READY] > 0:
+            now = min(now, kR[0])
+        if sizes[_SEND] > 0:
+            now = min(now, kS[0])
+        if sizes[_ARRIVE] > 0:
+            now = min(now, kA[0])
+        counters[0] += 1
+        counters[2] += 1
+        stamp = counters[2]
+        tol = REL * max(now, 1e-300)
+        arrived = False
+        changed = False
+        ntouched = 0
+        ndirty = 0
+        # arrivals: dependents become ready and wait alpha
+        while sizes[_ARRIVE] > 0 and kA[0] <= now + tol:
+            f = vA[0]
+            sizes[_ARRIVE] = _pop(kA, vA, wA, sizes[_ARRIVE])
+            arrived = True
+            status[f] = _DONE
+            counters[1] += 1
+            for j in range(member_of.shape[1]):
+                g = member_of[f, j]
+                if g < 0:
+                    continue
+                group_left[g] -= 1
+                if group_left[g] == 0:
+                    for q in range(dep_ptr[g], dep_ptr[g + 1]):
+                        d = dependents[q]
+                        wait_left[d] -= 1
+                        if wait_left[d] == 0:
+                            send_at[d] = now + alpha
+                            status[d] = _PENDING
+                            sizes[_READY] = _push(kR, vR, wR, sizes[_READY], send_at[d], d, 0)
+        # last bytes sent: flows leave their path (oldest first) and fly for its latency
+        while sizes[_SEND] > 0:
+            p = vS[0]
+            if mult[p] == 0 or wS[0] != version[p]:
+                sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])
+                continue
+            if kS[0] > now + tol + REL * chunk / prate[p]:
+                break
+            sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])
+            service[p] += prate[p] * (now - since[p])
+            since[p] = now
+            gone = 0  # its first flow is due (the entry said so), and any others due within the tolerance
+            while mult[p] > 0 and (
+                gone == 0 or target[queue[qhead[p]]] - service[p] <= prate[p] * tol + REL * chunk
+            ):
+                f = queue[qhead[p]]
+                qhead[p] += 1
+                mult[p] -= 1
+                gone += 1
+                status[f] = _FLYING
+                done_at[f] = now + latency[p]
+                sizes[_ARRIVE] = _push(kA, vA, wA, sizes[_ARRIVE], done_at[f], f, 0)
+            changed = True
+            if path_mark[p] != stamp:
+                path_mark[p] = stamp
+                dirty[ndirty] = p
+                ndirty += 1
+            for e in range(pptr[p], pptr[p + 1]):
+                lk = plinks[e]
+                occupancy[lk] -= gone
+                if mult[p] == 0:  # the path leaves its links' lists
+                    if prv[e] >= 0:
+                        nxt[prv[e]] = nxt[e]
+                    else:
+                        head[lk] = nxt[e]
+                    if nxt[e] >= 0:
+                        prv[nxt[e]] = prv[e]
+                if occupancy[lk] > 0 and link_mark[lk] != stamp:
+                    link_mark[lk] = stamp
+                    touched[ntouched] = lk
+                    ntouched += 1
+        # starts
+        while sizes[_READY] > 0 and kR[0] <= now + tol:
+            f = vR[0]
+            sizes[_READY] = _pop(kR, vR, wR, sizes[_READY])
+            changed = True
+            status[f] = _SENDING
+            p = path_of[f]
+            if mult[p] == 0:
+                service[p] = 0.0
+                prate[p] = bottleneck[p]
+            else:
+                service[p] += prate[p] * (now - since[p])
+            since[p] = now
+            target[f] = service[p] + chunk
+            queue[qtail[p]] = f
+            qtail[p] += 1
+            mult[p] += 1
+            if path_mark[p] != stamp:
+                path_mark[p] = stamp
+                dirty[ndirty] = p
+                ndirty += 1
+            alone = True
+            for e in range(pptr[p], pptr[p + 1]):
+                lk = plinks[e]
+                if mult[p] == 1:  # the path joins its links' lists
+                    prv[e] = -1
+                    nxt[e] = head[lk]
+                    if head[lk] >= 0:
+                        prv[head[lk]] = e
+                    head[lk] = e
+                occupancy[lk] += 1
+                if occupancy[lk] > 1:
+                    alone = False
+                    if link_mark[lk] != stamp:
+                        link_mark[lk] = stamp
+                        touched[ntouched] = lk
+                        ntouched += 1
+            if alone:
+                version[p] += 1
+                if sizes[_SEND] == capacity:
+                    sizes[_SEND] = _compact(kS, vS, wS, sizes[_SEND], mult, version)
+                sizes[_SEND] = _push(kS, vS, wS, sizes[_SEND], now + chunk / prate[p], p, version[p])
+        ncomp = 0
+        if ntouched > 0:
+            # the paths and links connected to the touched links, breadth first
+            nl = 0
+            for i in range(ntouched):
+                comp_links[nl] = touched[i]
+                nl += 1
+            i = 0
+            while i < nl:
+                e = head[comp_links[i]]
+                i += 1
+                while e >= 0:
+                    p = powner[e]
+                    if comp_mark[p] != stamp:
+                        comp_mark[p] = stamp
+                        comp_paths[ncomp] = p
+                        ncomp += 1
+                        growing[p] = 1
+                        for e2 in range(pptr[p], pptr[p + 1]):
+                            lk = plinks[e2]
+                            if link_mark[lk] != stamp:
+                                link_mark[lk] = stamp
+                                comp_links[nl] = lk
+                                nl += 1
+                    e = nxt[e]
+            # progressive filling over them, each path weighing its flows
+            for i in range(nl):
+                lk = comp_links[i]
+                count[lk] = occupancy[lk]
+                left[lk] = cap[lk]
+            growing_left = ncomp
+            level = 0.0
+            while growing_left > 0:
+                delta = np.inf
+                for i in range(nl):
+                    lk = comp_links[i]
+                    if count[lk] > 0:
+                        delta = min(delta, left[lk] / count[lk])
+                level += delta
+                nfull = 0
+                for i in range(nl):
+                    lk = comp_links[i]
+                    if count[lk] > 0:
+                        left[lk] -= delta * count[lk]
+                        if left[lk] <= _FULL * cap[lk]:
+                            full[nfull] = lk
+                            nfull += 1
+                for i in range(nfull):
+                    e = head[full[i]]
+                    while e >= 0:
+                        p = powner[e]
+                        if growing[p] == 1:
+                            growing[p] = 0
+                            growing_left -= 1
+                            new_rate[p] = level
+                            for e2 in range(pptr[p], pptr[p + 1]):
+                                count[plinks[e2]] -= mult[p]
+                        e = nxt[e]
+            for i in range(ncomp):
+                p = comp_paths[i]
+                r = new_rate[p]
+                if r == prate[p] and since[p] < now:
+                    continue  # no flow of it came or went, its rate holds: so does its finish entry
+                service[p] += prate[p] * (now - since[p])
+                since[p] = now
+                prate[p] = r
+                version[p] += 1
+                if sizes[_SEND] == capacity:
+                    sizes[_SEND] = _compact(kS, vS, wS, sizes[_SEND], mult, version)
+                k = now + (target[queue[qhead[p]]] - service[p]) / r
+                sizes[_SEND] = _push(kS, vS, wS, sizes[_SEND], k, p, version[p])
+                if path_mark[p] != stamp:
+                    path_mark[p] = stamp
+                    dirty[ndirty] = p
+                    ndirty += 1
+        if tracing:  # the total rate of every path whose flows or rate changed
+            for i in range(ndirty):
+                p = dirty[i]
+                k = counters[3]
+                log_t[k], log_p[k], log_r[k] = now, p, mult[p] * prate[p]
+                counters[3] += 1
+        if not (arrived or changed):
+            clock[0] = now
+            return _STUCK
+
+
+@dataclass(frozen=True)
+class _Paths:
+    """The distinct paths of a schedule: links (CSR), the path of every link entry, the path of
+    every transfer, bottleneck and latency; a path's flows share one max-min rate."""
+
+    of: np.ndarray
+    ptr: np.ndarray
+    links: np.ndarray
+    owner: np.ndarray
+    bottleneck: np.ndarray
+    latency: np.ndarray
+
+    @classmethod
+    def of_transfers(cls, cp: CompiledPaths, path_id: np.ndarray) -> _Paths:
+        num = int(path_id.max()) + 1 if len(path_id) else 0
+        first = np.full(num, -1, dtype=np.int64)
+        first[path_id[::-1]] = np.arange(len(path_id))[::-1]  # each path's first transfer
+        used = first >= 0
+        lens = np.zeros(num, dtype=np.int64)
+        lens[used] = cp.ptr[first[used] + 1] - cp.ptr[first[used]]
+        idx, _ = gather(cp.ptr, first[used])
+        bottleneck, latency = np.full(num, np.inf), np.zeros(num)
+        bottleneck[used], latency[used] = cp.bottleneck[first[used]], cp.latency[first[used]]
+        ptr = np.concatenate([[0], np.cumsum(lens)])
+        owner = np.repeat(np.arange(num), lens)
+        return cls(path_id.astype(np.int64), ptr, cp.links[idx], owner, bottleneck, latency)
+
+
+def _start(
+    paths: _Paths, deps: Dependencies, num_links: int, alpha: float, trace: bool
+) -> dict[str, np.ndarray]:
+    """Every array the kernel reads and writes, kept between its calls: nothing sent yet, the
+    transfers that wait for nothing ready at α."""
+    n, num_paths, entries = len(paths.of), len(paths.ptr) - 1, len(paths.links)
+    heap = max(n, 2 * num_paths) + 16  # finish entries: one live per path, the stale ones compacted away
+    queue_ptr = np.concatenate([[0], np.cumsum(np.bincount(paths.of, minlength=num_paths))])
+    log = 4 * num_paths + 16 if trace else 0
+    a = {
+        "group_left": deps.size.astype(np.int64),
+        "wait_left": deps.wait_count.astype(np.int64),
+        "status": np.zeros(n, dtype=np.int8),
+        "send_at": np.full(n, np.inf),
+        "done_at": np.full(n, np.inf),
+        "target": np.zeros(n),
+        "mult": np.zeros(num_paths, dtype=np.int64),
+        "prate": np.zeros(num_paths),
+        "service": np.zeros(num_paths),
+        "since": np.zeros(num_paths),
+        "version": np.zeros(num_paths, dtype=np.int64),
+        "queue": np.zeros(n, dtype=np.int64),
+        "qhead": queue_ptr[:-1].copy(),
+        "qtail": queue_ptr[:-1].copy(),
+        "occupancy": np.zeros(num_links, dtype=np.int64),
+        "head": np.full(num_links, -1, dtype=np.int64),
+        "nxt": np.full(entries, -1, dtype=np.int64),
+        "prv": np.full(entries, -1, dtype=np.int64),
+        "hkey": np.zeros((3, heap)),
+        "hval": np.zeros((3, heap), dtype=np.int64),
+        "hver": np.zeros((3, heap), dtype=np.int64),
+        "sizes": np.zeros(3, dtype=np.int64),
+        "link_mark": np.zeros(num_links, dtype=np.int64),
+        "path_mark": np.zeros(num_paths, dtype=np.int64),
+        "comp_mark": np.zeros(num_paths, dtype=np.int64),
+        "touched": np.zeros(num_links, dtype=np.int64),
+        "comp_links": np.zeros(num_links, dtype=np.int64),
+        "comp_paths": np.zeros(num_paths, dtype=np.int64),
+        "dirty": np.zeros(2 * num_paths, dtype=np.int64),
+        "count": np.zeros(num_links, dtype=np.int64),
+        "left": np.zeros(num_links),
+        "growing": np.zeros(num_paths, dtype=np.int8),
+        "full": np.zeros(num_links, dtype=np.int64),
+        "new_rate": np.zeros(num_paths),
+        "clock": np.zeros(1),
+        "counters": np.zeros(4, dtype=np.int64),
+        "log_t": np.zeros(log),
+        "log_p": np.zeros(log, dtype=np.int64),
+        "log_r": np.zeros(log),
+    }
+    ready = np.flatnonzero(a["wait_left"] == 0)
+    a["status"][ready] = _PENDING
+    a["send_at"][ready] = alpha
+    a["hkey"][_READY, : len(ready)] = alpha  # equal keys: already a heap
+    a["hval"][_READY, : len(ready)] = ready
+    a["sizes"][_READY] = len(ready)
+    return a
+
+
+def simulate_events(
+    cp: CompiledPaths,
+    path_id: np.ndarray,
+    deps: Dependencies,
+    capacity: np.ndarray,
+    chunk_bytes: float,
+    alpha: float,
+    trace: list | None = None,
+    deadline: float = np.inf,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The exact event simulation: (send start, done, number of event instants) per transfer;
+    `path_id` gives each transfer's path (the transfers of one path cross the same links).
+
+    With a `trace` list, every instant where a flow started or stopped appends (time, links,
+    summed rate on each): the exact per-link rate, piecewise constant until the next entry.
+    Past `deadline` (a `time.monotonic()` value) it stops with `OutOfTime`; `progress(done,
+    total)` is called between batches with the transfers done so far."""
+    paths = _Paths.of_transfers(cp, path_id)
+    a = _start(paths, deps, len(capacity), alpha, trace is not None)
+    n = len(paths.of)
+    while True:
+        if time.monotonic() > deadline:
+            instants = int(a["counters"][0])
+            raise OutOfTime(f"flow simulation stopped at its deadline after {instants:,} event instants")
+        code = _run(
+            paths.of, paths.ptr, paths.links, paths.owner, paths.bottleneck, paths.latency,
+            capacity, float(chunk_bytes), alpha,
+            deps.member_of, a["group_left"], a["wait_left"], deps.dep_ptr, deps.dependents,
+            a["status"], a["send_at"], a["done_at"], a["target"],
+            a["mult"], a["prate"], a["service"], a["since"], a["version"], a["queue"], a["qhead"], a["qtail"],
+            a["occupancy"], a["head"], a["nxt"], a["prv"],
+            a["hkey"], a["hval"], a["hver"], a["sizes"],
+            a["link_mark"], a["path_mark"], a["comp_mark"], a["touched"], a["comp_links"], a["comp_paths"],
+            a["dirty"], a["count"], a["left"], a["growing"], a["full"], a["new_rate"],
+            a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], BATCH,
+        )  # fmt: skip
+        if code == _FINISHED:
+            break
+        if code == _STUCK:
+            # a bug, never input
+            raise RuntimeError(f"flow simulation made no progress at t={a['clock'][0]!r}")
+        if code == _LOG_FULL:
+            for name in ("log_t", "log_p", "log_r"):
+                a[name] = np.concatenate([a[name], np.zeros_like(a[name])])
+        if progress is not None:
+            progress(int(a["counters"][1]), n)
+    if trace is not None:
+        k = int(a["counters"][3])
+        trace.extend(_trace(paths, capacity, a["log_t"][:k], a["log_p"][:k], a["log_r"][:k]))
+    return a["send_at"], a["done_at"], int(a["counters"][0])
+
+
+def _trace(
+    paths: _Paths, capacity: np.ndarray, times: np.ndarray, flows: np.ndarray, rates: np.ndarray
+) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """Per-link summed rates at every logged instant, from the log of each path's total rate
+    (all its flows), in order."""
+    if not len(times):
+        return []
+    order = np.lexsort((np.arange(len(flows)), flows))  # by flow, then in log order
+    before = np.concatenate([[0.0], rates[order][:-1]])
+    before[1:][flows[order][1:] != flows[order][:-1]] = 0.0  # a flow's first entry: from rate 0
+    change = np.empty(len(flows))
+    change[order] = rates[order] - before
+    idx, lens = gather(paths.ptr, flows)
+    entry_links, entry_change = paths.links[idx], np.repeat(change, lens)
+    ends = np.cumsum(lens)
+    total = np.zeros(len(capacity))
+    tiny = _FULL * float(capacity.max())
+    out = []
+    for lo, hi in _runs(times):
+        a, b = ends[lo] - lens[lo], ends[hi - 1]
+        np.add.at(total, entry_links[a:b], entry_change[a:b])
+        busy = np.flatnonzero(total > tiny)
+        out.append((float(times[lo]), busy, total[busy].copy()))
+    return out
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) of every run of equal values."""
+    cuts = (np.flatnonzero(np.diff(values)) + 1).tolist()
+    return list(zip([0, *cuts], [*cuts, len(values)], strict=True))
