@@ -7,17 +7,22 @@ instant (within a relative `REL`) is handled together. What makes it fast:
 - **incremental max-min**: max-min fair rates decompose over the connected components of the
   graph that joins sending flows to the links they cross, so at an instant where flows start
   or stop, only the components of the links they touch are refilled (progressive filling, the
-  rounds of `maxmin.maxmin_rates` over just those flows); a flow that starts alone on its links
-  simply sends at its path's bottleneck;
-- **heaps of events**: ready flows by their start, sending flows by their finish, finished flows
-  by their arrival; a flow's remaining bytes are brought up to date only when its rate changes
-  (a version number marks its older finish entries stale);
+  rounds of `maxmin.maxmin_rates`, over just those links); a flow that starts alone on its
+  links simply sends at its path's bottleneck. (A heap of links by the level at which each
+  fills was tried: faster where a component's rates take many distinct levels, 3× slower on
+  a fat-tree's few, so the rounds stay.)
+- **paths, not flows**: flows on the same path get the same max-min rate, so the filling works
+  on paths weighted by their flows, and a path's flows, all of one size, finish in the order
+  they started (a queue per path, a finish entry per path);
+- **heaps of events**: ready flows by their start, paths by their first flow's finish, finished
+  flows by their arrival; a path's bytes served are brought up to date only when its rate or
+  its flows change (a version number marks its older finish entries stale);
 - **compiled** with numba (the loop is per event and per link, which numpy cannot batch).
 
 The kernel handles a batch of instants per call and returns, so that the caller can show
 progress and stop at a deadline (compiled code cannot read the clock); all state lives in the
-arrays `_start` makes. With `trace`, every rate change is logged and the per-link rates are rebuilt
-from the log (`_trace`).
+arrays `_start` makes. With `trace`, every change of a path's total rate is logged and the
+per-link rates are rebuilt from the log (`_trace`).
 """
 
 from __future__ import annotations
@@ -442,7 +447,8 @@ def simulate_events(
     With a `trace` list, every instant where a flow started or stopped appends (time, links,
     summed rate on each): the exact per-link rate, piecewise constant until the next entry.
     Past `deadline` (a `time.monotonic()` value) it stops with `OutOfTime`; `progress(done,
-    total)` is called between batches with the transfers done so far."""
+    total)` is called after every batch of `BATCH` instants and at the end, with the transfers
+    done so far."""
     paths = _Paths.of_transfers(cp, path_id)
     a = _start(paths, deps, len(capacity), alpha, trace is not None)
     n = len(paths.of)
@@ -462,8 +468,6 @@ def simulate_events(
             a["dirty"], a["count"], a["left"], a["growing"], a["full"], a["new_rate"],
             a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], BATCH,
         )  # fmt: skip
-        if code == _FINISHED:
-            break
         if code == _STUCK:
             # a bug, never input
             raise RuntimeError(f"flow simulation made no progress at t={a['clock'][0]!r}")
@@ -472,6 +476,8 @@ def simulate_events(
                 a[name] = np.concatenate([a[name], np.zeros_like(a[name])])
         if progress is not None:
             progress(int(a["counters"][1]), n)
+        if code == _FINISHED:
+            break
     if trace is not None:
         k = int(a["counters"][3])
         trace.extend(_trace(paths, capacity, a["log_t"][:k], a["log_p"][:k], a["log_r"][:k]))

@@ -1,0 +1,84 @@
+"""The compiled event engine (`sim.engine`) on its own: the finish heap's compaction, batches
+(their number changes nothing), progress, a trace log that outgrows its first buffer, and many
+flows sharing paths at staggered starts, against the reference flow simulation (simref)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simref import reference_flow
+
+import arsched.sim.engine as engine
+from arsched.sim import simulate_flow
+from arsched.sim.deps import derive
+from arsched.sim.paths import compile_paths
+from arsched.topology import bcube, torus
+from schedules import ring_allreduce
+
+
+def contended_ring(topology, seed: int, nbytes: float = 1e7, chunks: int | None = None):
+    """A ring in a random rank order: its hops share links, so the event simulation runs."""
+    ranks = list(np.random.default_rng(seed).permutation(topology.servers))
+    return ring_allreduce(topology, ranks, nbytes, chunks or len(ranks))
+
+
+def test_compaction_keeps_the_live_entries_in_heap_order():
+    rng = np.random.default_rng(3)
+    size, paths = 64, 10
+    key, val, ver = np.zeros(size), np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+    n = 0
+    for _ in range(size):
+        n = engine._push(key, val, ver, n, rng.random(), rng.integers(paths), rng.integers(3))
+    mult = rng.integers(0, 2, paths).astype(np.int64)
+    version = rng.integers(0, 3, paths).astype(np.int64)
+    live = sorted((k, v) for k, v, w in zip(key, val, ver, strict=True) if mult[v] > 0 and w == version[v])
+    m = engine._compact(key, val, ver, n, mult, version)
+    assert sorted(zip(key[:m], val[:m], strict=True)) == live
+    assert all(key[(i - 1) // 2] <= key[i] for i in range(1, m))
+    popped = []
+    while m:
+        popped.append(key[0])
+        m = engine._pop(key, val, ver, m)
+    assert popped == sorted(popped)
+
+
+def test_batches_change_nothing_and_progress_reaches_the_end(monkeypatch):
+    s = contended_ring(bcube(4, 1), seed=1)
+    whole = simulate_flow(s, 5e-6)
+    assert whole.notes["method"] == "events"
+    monkeypatch.setattr(engine, "BATCH", 7)
+    cut = simulate_flow(s, 5e-6)
+    np.testing.assert_array_equal(cut.end, whole.end)
+    seen = []
+    cp = compile_paths(s)
+    engine.simulate_events(
+        cp, s.path_id, derive(s, fifo=True), s.topology.compiled.capacity, s.chunk_bytes, 5e-6,
+        progress=lambda done, total: seen.append((done, total)),
+    )  # fmt: skip
+    assert len(seen) == -(-whole.notes["event_instants"] // 7)
+    assert seen == sorted(seen) and seen[-1] == (len(s), len(s))
+
+
+def test_a_trace_that_outgrows_its_buffer_adds_up_to_every_links_bytes():
+    """Thousands of instants against a first buffer of 4 entries per path: the log grows, and
+    the rates it rebuilds integrate to the bytes each link carried."""
+    s = contended_ring(bcube(4, 1), seed=2)
+    r = simulate_flow(s, 5e-6, trace=True)
+    assert len(r.link_rate_trace) > 4 * len(s.paths)
+    carried = np.zeros(len(r.link_bytes))
+    ends = [t for t, _, _ in r.link_rate_trace[1:]] + [r.time_s]
+    for (t, links, rates), end in zip(r.link_rate_trace, ends, strict=True):
+        carried[links] += rates * (end - t)
+    np.testing.assert_allclose(carried, r.link_bytes, rtol=1e-9, atol=1e-6 * s.chunk_bytes)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_flows_sharing_paths_at_staggered_starts_match_the_reference(seed):
+    """Several chunks per ring hop (flows on one path that start at different times, once
+    their data arrives), on a torus whose random-order ring hops overlap."""
+    s = contended_ring(torus((3, 3)), seed, chunks=27)
+    r = simulate_flow(s, 1e-6, fifo=False)
+    assert r.notes["method"] == "events"
+    ready, done = reference_flow(s, 1e-6)
+    np.testing.assert_allclose(r.end, done, rtol=1e-9)
+    np.testing.assert_allclose(r.start, ready, rtol=1e-9, atol=1e-15)
