@@ -105,7 +105,7 @@ def _compact(key, val, ver, n, mult, version):  # pragma: no cover - compiled
 # fmt: off
 @numba.njit(cache=True)
 def _run(
-    path_of, pptr, plinks, powner, bottleneck, latency, cap, chunk, alpha,
+    path_of, pptr, plinks, powner, bottleneck, latency, pchunk, cap, alpha,
     member_of, group_left, wait_left, dep_ptr, dependents,
     status, send_at, done_at, target,
     mult, prate, service, since, version, queue, qhead, qtail,
@@ -180,14 +180,14 @@ def _run(
             if mult[p] == 0 or wS[0] != version[p]:
                 sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])
                 continue
-            if kS[0] > now + tol + REL * chunk / prate[p]:
+            if kS[0] > now + tol + REL * pchunk[p] / prate[p]:
                 break
             sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])
             service[p] += prate[p] * (now - since[p])
             since[p] = now
             gone = 0  # its first flow is due (the entry said so), and any others due within the tolerance
             while mult[p] > 0 and (
-                gone == 0 or target[queue[qhead[p]]] - service[p] <= prate[p] * tol + REL * chunk
+                gone == 0 or target[queue[qhead[p]]] - service[p] <= prate[p] * tol + REL * pchunk[p]
             ):
                 f = queue[qhead[p]]
                 qhead[p] += 1
@@ -228,7 +228,7 @@ def _run(
             else:
                 service[p] += prate[p] * (now - since[p])
             since[p] = now
-            target[f] = service[p] + chunk
+            target[f] = service[p] + pchunk[p]
             queue[qtail[p]] = f
             qtail[p] += 1
             mult[p] += 1
@@ -256,7 +256,7 @@ def _run(
                 version[p] += 1
                 if sizes[_SEND] == capacity:
                     sizes[_SEND] = _compact(kS, vS, wS, sizes[_SEND], mult, version)
-                sizes[_SEND] = _push(kS, vS, wS, sizes[_SEND], now + chunk / prate[p], p, version[p])
+                sizes[_SEND] = _push(kS, vS, wS, sizes[_SEND], now + pchunk[p] / prate[p], p, version[p])
         ncomp = 0
         if ntouched > 0:
             # the paths and links connected to the touched links, breadth first
@@ -345,8 +345,9 @@ def _run(
 
 @dataclass(frozen=True)
 class _Paths:
-    """The distinct paths of a schedule: links (CSR), the path of every link entry, the path of
-    every transfer, bottleneck and latency; a path's flows share one max-min rate."""
+    """The distinct paths of the transfers: links (CSR), the path of every link entry, the path
+    of every transfer, bottleneck, latency and the bytes of each of its transfers; a path's
+    flows share one max-min rate."""
 
     of: np.ndarray
     ptr: np.ndarray
@@ -354,9 +355,10 @@ class _Paths:
     owner: np.ndarray
     bottleneck: np.ndarray
     latency: np.ndarray
+    chunk: np.ndarray
 
     @classmethod
-    def of_transfers(cls, cp: CompiledPaths, path_id: np.ndarray) -> _Paths:
+    def of_transfers(cls, cp: CompiledPaths, path_id: np.ndarray, chunk: np.ndarray) -> _Paths:
         num = int(path_id.max()) + 1 if len(path_id) else 0
         first = np.full(num, -1, dtype=np.int64)
         first[path_id[::-1]] = np.arange(len(path_id))[::-1]  # each path's first transfer
@@ -364,18 +366,19 @@ class _Paths:
         lens = np.zeros(num, dtype=np.int64)
         lens[used] = cp.ptr[first[used] + 1] - cp.ptr[first[used]]
         idx, _ = gather(cp.ptr, first[used])
-        bottleneck, latency = np.full(num, np.inf), np.zeros(num)
+        bottleneck, latency, size = np.full(num, np.inf), np.zeros(num), np.ones(num)
         bottleneck[used], latency[used] = cp.bottleneck[first[used]], cp.latency[first[used]]
+        size[used] = chunk[first[used]]
         ptr = np.concatenate([[0], np.cumsum(lens)])
         owner = np.repeat(np.arange(num), lens)
-        return cls(path_id.astype(np.int64), ptr, cp.links[idx], owner, bottleneck, latency)
+        return cls(path_id.astype(np.int64), ptr, cp.links[idx], owner, bottleneck, latency, size)
 
 
 def _start(
-    paths: _Paths, deps: Dependencies, num_links: int, alpha: float, trace: bool
+    paths: _Paths, deps: Dependencies, num_links: int, alpha: float, release: np.ndarray, trace: bool
 ) -> dict[str, np.ndarray]:
     """Every array the kernel reads and writes, kept between its calls: nothing sent yet, the
-    transfers that wait for nothing ready at α."""
+    transfers that wait for nothing ready at their release time plus α."""
     n, num_paths, entries = len(paths.of), len(paths.ptr) - 1, len(paths.links)
     heap = max(n, 2 * num_paths) + 16  # finish entries: one live per path, the stale ones compacted away
     queue_ptr = np.concatenate([[0], np.cumsum(np.bincount(paths.of, minlength=num_paths))])
@@ -422,9 +425,10 @@ def _start(
         "log_r": np.zeros(log),
     }
     ready = np.flatnonzero(a["wait_left"] == 0)
+    ready = ready[np.argsort(release[ready], kind="stable")]  # sorted keys: already a heap
     a["status"][ready] = _PENDING
-    a["send_at"][ready] = alpha
-    a["hkey"][_READY, : len(ready)] = alpha  # equal keys: already a heap
+    a["send_at"][ready] = release[ready] + alpha
+    a["hkey"][_READY, : len(ready)] = a["send_at"][ready]
     a["hval"][_READY, : len(ready)] = ready
     a["sizes"][_READY] = len(ready)
     return a
@@ -435,30 +439,34 @@ def simulate_events(
     path_id: np.ndarray,
     deps: Dependencies,
     capacity: np.ndarray,
-    chunk_bytes: float,
+    chunk_bytes: float | np.ndarray,
     alpha: float,
     trace: list | None = None,
     deadline: float = np.inf,
     progress: Callable[[int, int], None] | None = None,
+    release: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The exact event simulation: (send start, done, number of event instants) per transfer;
-    `path_id` gives each transfer's path (the transfers of one path cross the same links).
+    `path_id` gives each transfer's path (the transfers of one path cross the same links and
+    carry the same `chunk_bytes`, one number or one per transfer); a transfer that waits for
+    nothing starts at its `release` time (default 0) plus α.
 
     With a `trace` list, every instant where a flow started or stopped appends (time, links,
     summed rate on each): the exact per-link rate, piecewise constant until the next entry.
     Past `deadline` (a `time.monotonic()` value) it stops with `OutOfTime`; `progress(done,
     total)` is called after every batch of `BATCH` instants and at the end, with the transfers
     done so far."""
-    paths = _Paths.of_transfers(cp, path_id)
-    a = _start(paths, deps, len(capacity), alpha, trace is not None)
-    n = len(paths.of)
+    n = len(path_id)
+    paths = _Paths.of_transfers(cp, path_id, np.broadcast_to(np.asarray(chunk_bytes, dtype=float), (n,)))
+    release = np.zeros(n) if release is None else release
+    a = _start(paths, deps, len(capacity), alpha, release, trace is not None)
     while True:
         if time.monotonic() > deadline:
             instants = int(a["counters"][0])
             raise OutOfTime(f"flow simulation stopped at its deadline after {instants:,} event instants")
         code = _run(
-            paths.of, paths.ptr, paths.links, paths.owner, paths.bottleneck, paths.latency,
-            capacity, float(chunk_bytes), alpha,
+            paths.of, paths.ptr, paths.links, paths.owner, paths.bottleneck, paths.latency, paths.chunk,
+            capacity, alpha,
             deps.member_of, a["group_left"], a["wait_left"], deps.dep_ptr, deps.dependents,
             a["status"], a["send_at"], a["done_at"], a["target"],
             a["mult"], a["prate"], a["service"], a["since"], a["version"], a["queue"], a["qhead"], a["qtail"],
