@@ -206,3 +206,39 @@ def test_compare_writes_table_csv_and_plot(capsys, tmp_path):
         assert float(r["gap"]) == pytest.approx(api.gap, rel=1e-9) and api.gap >= 1 - 1e-9
     assert png.read_bytes().startswith(PNG_MAGIC)
     assert "bcube-native" in out and "needs a BCube" in " ".join(out.split())
+
+
+def test_several_schedules_are_jobs_on_one_network(capsys, tmp_path, ring_file):
+    """Two jobs: the JSON equals the API's, the table names each job's slowdown."""
+    from arsched.sim import simulate_jobs
+
+    other = tmp_path / "other.json"
+    save(ring_allreduce(topo("bcube:n=4,k=1"), ("s0", "s5", "s10", "s15"), 4e6, 8), other)
+    code, text, _ = run(capsys, "simulate", str(ring_file), str(other), "--start", "0,20us", "--json")
+    assert code == 0
+    got = json.loads(text)
+    expect = simulate_jobs([load(ring_file), load(other)], [0.0, 20e-6], names=[str(ring_file), str(other)])
+    assert got == json.loads(json.dumps(expect.to_dict()))
+    assert got["jobs"][1]["start_s"] == pytest.approx(20e-6)
+    code, text, _ = run(capsys, "simulate", str(ring_file), str(other))
+    assert code == 0 and "slowdown" in text and text.count("×") == 2
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--start", "0"),  # one time for two jobs
+        ("--start", "0,-1ms"),
+        ("--start", "0,soon"),
+        ("--model", "rounds"),
+        ("--plot", "x.png"),
+    ],
+)
+def test_bad_jobs_exit_2(capsys, tmp_path, ring_file, ps_file, extra):
+    code, _, err = run(capsys, "simulate", str(ring_file), str(ring_file), *extra)
+    assert_one_line_error(code, err)
+    code, _, err = run(capsys, "simulate", str(ring_file), str(ps_file))  # two networks
+    assert_one_line_error(code, err)
+    assert "share one network" in err
+    code, _, err = run(capsys, "simulate", str(ring_file), "--start", "0,1ms")  # one schedule
+    assert_one_line_error(code, err)

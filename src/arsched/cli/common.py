@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,16 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from arsched.errors import ArschedError
 from arsched.topology.spec import DIRECTED_EXAMPLES, SPEC_EXAMPLES
@@ -38,6 +49,32 @@ FIFO_OPTION = typer.Option(
 )
 
 out = Console()
+
+
+class _Rate(ProgressColumn):
+    """Transfers per second, once rich has measured a speed."""
+
+    def render(self, task: Any) -> Text:
+        return Text(f"{task.speed:,.0f} transfers/s" if task.speed else "")
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Callable[[int, int], None]]:
+    """A `progress(done, total)` callback drawing a transient bar on stderr (on a terminal only):
+    long event simulations show their transfers done and rate, short ones never draw."""
+    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), _Rate(), TimeElapsedColumn())
+    with Progress(
+        *columns, console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()
+    ) as bar:
+        task = None
+
+        def update(done: int, total: int) -> None:
+            nonlocal task
+            if task is None:
+                task = bar.add_task(what, total=total)
+            bar.update(task, completed=done)
+
+        yield update
 
 
 def _measure(table: Table) -> Measurement:

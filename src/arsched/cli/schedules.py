@@ -11,7 +11,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from arsched.cli.common import FIFO_OPTION, SPEC_HELP, check_output, emit_json, out, show
+from arsched.cli.common import FIFO_OPTION, SPEC_HELP, check_output, emit_json, out, progress_bar, show
 from arsched.cli.network import check_finite
 from arsched.errors import ArschedError
 
@@ -41,7 +41,13 @@ def validate(
 
 
 def simulate(
-    file: Annotated[Path, typer.Argument(help="A schedule in arsched.schedule/1 JSON.", show_default=False)],
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="A schedule in arsched.schedule/1 JSON; several are jobs sharing one network.",
+            show_default=False,
+        ),
+    ],
     model: Annotated[
         str, typer.Option(help="flow: continuous time, max-min link sharing; rounds: the RL paper's rounds.")
     ] = "flow",
@@ -50,6 +56,10 @@ def simulate(
     ] = None,
     sync: Annotated[bool, typer.Option("--sync", help="Flow model: a barrier between steps.")] = False,
     fifo: Annotated[bool, FIFO_OPTION] = True,
+    start: Annotated[
+        str | None,
+        typer.Option(help="Several schedules: when each job starts, e.g. 0,2ms (default: all at 0)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
     plot: Annotated[
         Path | None, typer.Option(help="Write link utilisation and a transfer timeline to a PNG.")
@@ -57,25 +67,46 @@ def simulate(
 ) -> None:
     """Simulate a schedule and print its time beside the lower bound (gap = time / bound).
 
-    The schedule is validated first: a simulator only times schedules that compute the sum.
+    Several schedules on one network are jobs simulated together in the flow model, each from
+    its --start time: each job's time with the others, alone, and the slowdown between them.
+    Every schedule is validated first: a simulator only times schedules that compute the sum.
     """
     from arsched.collective import load
     from arsched.collective import validate as check
     from arsched.defaults import MODELS, default_alpha
-    from arsched.sim import simulate_flow, simulate_rounds
     from arsched.units import parse_time
 
     if model not in MODELS:
         raise ArschedError(f"--model must be flow or rounds, got {model!r}")
     check_output(plot, (".png",), "--plot")
+    if len(files) > 1 and (model != "flow" or plot is not None):
+        raise ArschedError("several schedules are simulated together in the flow model, without --plot")
+    if start is not None and len(files) == 1:
+        raise ArschedError("--start is for several schedules (jobs); one schedule starts at 0")
     a = parse_time(alpha) if alpha is not None else default_alpha(model)
-    schedule = load(file)
-    report = check(schedule)
-    if not report.ok:
-        raise ArschedError(f"{file} is not a valid AllReduce: {report.message}")
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, in words
+    schedules = []
+    for file in files:
+        schedule = load(file)
+        report = check(schedule)
+        if not report.ok:
+            raise ArschedError(f"{file} is not a valid AllReduce: {report.message}")
+        schedules.append(schedule)
+    if len(files) > 1:
+        starts = None if start is None else [parse_time(x) for x in start.split(",")]
+        _simulate_jobs(files, schedules, starts, a, sync, fifo, as_json)
+    else:
+        _simulate_one(files[0], schedules[0], model, a, sync, fifo, as_json, plot)
+
+
+def _simulate_one(file, schedule, model, a, sync, fifo, as_json, plot) -> None:
+    """`simulate` of one schedule: its time, rounds, bound and gap."""
+    from arsched.sim import simulate_flow, simulate_rounds
+
+    with np.errstate(over="ignore", invalid="ignore"), progress_bar("simulating") as progress:
         if model == "flow":
-            result = simulate_flow(schedule, a, synchronous=sync, trace=plot is not None, fifo=fifo)
+            result = simulate_flow(
+                schedule, a, synchronous=sync, trace=plot is not None, fifo=fifo, progress=progress
+            )
         else:
             result = simulate_rounds(schedule, a)
     check_finite({"simulated_time": result.time_s}, str(file))
@@ -99,6 +130,35 @@ def simulate(
     out.print(table)
     if plot is not None:
         out.print(f"wrote {plot}")
+
+
+def _simulate_jobs(files, schedules, starts, a, sync, fifo, as_json) -> None:
+    """`simulate` of several schedules as jobs on one network: each job's slowdown."""
+    from arsched.sim import simulate_jobs
+
+    names = [str(f) for f in files]
+    with np.errstate(over="ignore", invalid="ignore"), progress_bar("simulating jobs") as progress:
+        result = simulate_jobs(
+            schedules, starts, a, fifo=fifo, synchronous=sync, names=names, progress=progress
+        )
+    check_finite({"makespan": result.makespan_s}, ", ".join(names))
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    table = Table(title=f"{len(files)} jobs on {schedules[0].topology.name}: flow model, α = {a * 1e6:g} µs")
+    for column in ("job", "algorithm", "start", "time", "alone", "slowdown"):
+        table.add_column(column)
+    for job, s in zip(result.jobs, schedules, strict=True):
+        table.add_row(
+            job.name,
+            s.algorithm,
+            f"{job.start_s * 1e3:.4f} ms",
+            f"{job.time_s * 1e3:.4f} ms",
+            f"{job.alone_s * 1e3:.4f} ms",
+            f"{job.slowdown:.3f}×",
+        )
+    out.print(table)
+    out.print(f"all done at {result.makespan_s * 1e3:.4f} ms ({result.event_instants:,} event instants)")
 
 
 def list_algorithms() -> None:

@@ -16,6 +16,8 @@ Two exact methods:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from arsched.collective.schedule import Schedule
@@ -76,6 +78,7 @@ def simulate_flow(
     fifo: bool = True,
     method: str = "auto",
     deadline: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
@@ -89,7 +92,8 @@ def simulate_flow(
     default flow model"). `method='events'` runs the event
     simulation even where the sweep would do (both are exact, so only the cost differs); the
     default 'auto' takes the sweep whenever it is exact. With a `deadline` (a `time.monotonic()`
-    value) an event simulation still running at that time stops with `OutOfTime`.
+    value) an event simulation still running at that time stops with `OutOfTime`; it calls
+    `progress(done, total)` now and then with the transfers done (for a progress bar).
     """
     s = schedule
     alpha = check_alpha(alpha)
@@ -108,7 +112,9 @@ def simulate_flow(
     if method == "events" or _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
         log: list | None = [] if trace else None
         cap, until = s.topology.compiled.capacity, np.inf if deadline is None else deadline
-        send, done, instants = simulate_events(cp, s.path_id, deps, cap, s.chunk_bytes, alpha, log, until)
+        send, done, instants = simulate_events(
+            cp, s.path_id, deps, cap, s.chunk_bytes, alpha, log, until, progress
+        )
         notes = {"method": "events", "event_instants": instants}
         return SimResult(
             "flow",
