@@ -48,6 +48,7 @@ UNTUNED = [
     "mi250:boxes=2",
     "hgx:boxes=16,gen=h100",
     "fattree:k=16",
+    "jellyfish:switches=64,ports=8,net_ports=4,seed=5",
 ]
 QUICK = ["torus:dims=4x4", "torus:dims=5x3", "hgx:boxes=2", "one-way torus 3x3"]
 TARGETS = {256e6: 1.03, 16e6: 1.10}
@@ -97,8 +98,9 @@ def _measure(name: str, budget: float, out: multiprocessing.Queue) -> None:
         s = build("auto", topo, None, size, budget=budget)
         took = time.perf_counter() - start
         gap = simulate_flow(s).gap
+        no_alpha = simulate_flow(s, 0.0)
         print(f"{name} {size / 1e6:g} MB: {s.algorithm} {gap:.3f} in {took:.1f} s", file=sys.stderr)
-        result.append((s.algorithm, gap, took))
+        result.append((s.algorithm, gap, took, no_alpha.gap, no_alpha.bound_s))
     out.put((len(topo.servers), result))
 
 
@@ -133,25 +135,33 @@ def main() -> None:
         try:
             ranks, result = out.get(timeout=args.limit)
         except queue.Empty:
-            rows.append([name, kind, "", *[f"did not finish in {args.limit:g} s"] * 8])
+            rows.append([name, kind, "", *[f"did not finish in {args.limit:g} s"] * 8, "", ""])
             continue
         finally:
             proc.kill()
             proc.join()
         row: list[object] = [name, kind, ranks]
-        for algorithm, gap, took in result:
+        for algorithm, gap, took, _, _ in result:
             row += [algorithm, f"{gap:.3f}", f"{took:.1f}"]
-        rows.append(row + [_verdict(r[1], t) for r, t in zip(result, TARGETS.values(), strict=True)])
+        row += [_verdict(r[1], t) for r, t in zip(result, TARGETS.values(), strict=True)]
+        rows.append([*row, " / ".join(f"{r[3]:.3f}" for r in result), f"{result[-1][4] * 1e6:.0f}"])
     header = ["network", "kind", "ranks"]
     header += ["256 MB: chosen", "gap", "synthesis (s)", "16 MB: chosen", "gap", "synthesis (s)"]
-    header += ["≤ 1.03× at 256 MB", "≤ 1.10× at 16 MB"]
+    header += ["≤ 1.03× at 256 MB", "≤ 1.10× at 16 MB", "gap at α = 0 (256 / 16 MB)", "16 MB bound (µs)"]
     publish(
         SECTION,
         "The schedule `auto` makes (every applicable algorithm built, validated and simulated; the "
         f"fastest kept; budget {args.budget:g} s per build) and its gap to the bound in the default model "
         "(flow, in-order connections, α = 5 µs). Synthesis time is auto's whole search on this machine; "
         f"a network gets {args.limit:g} s of wall time for both sizes. "
-        "Tuned: families and sizes the algorithms were developed on; untuned: the rest.",
+        "Tuned: families and sizes the algorithms were developed on; untuned: the rest. Why a target "
+        "is missed: the last column is the chosen schedule's gap with no per-transfer overhead (α = 0). "
+        "Where it is within the target, the miss is α, which the bandwidth bound leaves out: the "
+        "schedule's steps on the critical path each pay 5 µs, against the 16 MB bound in the last "
+        "column. Where it is not, the schedule itself moves too many bytes over some link "
+        "(GPU boxes: both intra-box phases of the hierarchical scheme cross each GPU's NVLink or xGMI "
+        "links, see `hierarchical`'s docstring; MI250's mesh: deep trees; the 256-server Jellyfish: "
+        "no scheme here packs an unstructured network of that size near its bound).",
         markdown(header, rows),
     )
 
