@@ -46,8 +46,8 @@ _NAMES = {  # public name -> "module:attribute"
     "Schedule": "arsched.collective.schedule:Schedule",
     "ScheduleBuilder": "arsched.collective.schedule:ScheduleBuilder",
     "Transfer": "arsched.collective.schedule:Transfer",
-    "load": "arsched.collective.serialize:load",
-    "save": "arsched.collective.serialize:save",
+    "load": "arsched.collective.files:load",
+    "save": "arsched.collective.files:save",
     "validate": "arsched.collective.validate:validate",
     "numeric_check": "arsched.collective.validate:numeric_check",
     # how fast it can be: max(bandwidth bound, latency bound), and each alone

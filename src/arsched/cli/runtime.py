@@ -13,7 +13,7 @@ from arsched.cli.common import SPEC_HELP, check_output, emit_json, out
 from arsched.errors import ArschedError
 from arsched.fileio import check_input
 
-SCHEDULE_ARG = typer.Argument(help="A schedule in arsched.schedule/1 JSON.", show_default=False)
+SCHEDULE_ARG = typer.Argument(help="A schedule file (.json, or columnar .npz).", show_default=False)
 
 
 def run_cmd(
@@ -99,7 +99,10 @@ def import_cmd(
     file: Annotated[Path, typer.Argument(help="An MSCCL XML algorithm file.", show_default=False)],
     topology_spec: Annotated[str, typer.Option("--topology", "-t", help=SPEC_HELP, show_default=False)],
     out_file: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the schedule (.json).", show_default=False)
+        Path,
+        typer.Option(
+            "--out", "-o", help="Where to write the schedule: .json, or .npz (compact).", show_default=False
+        ),
     ],
     ranks: Annotated[
         str | None,
@@ -122,7 +125,7 @@ def import_cmd(
     from arsched.topology import parse_spec
     from arsched.units import parse_size
 
-    check_output(out_file, (".json",), "--out")
+    check_output(out_file, (".json", ".npz"), "--out")
     nbytes = parse_size(size)
     if nbytes <= 0:
         raise ArschedError(f"--size must be positive, got {size!r}")

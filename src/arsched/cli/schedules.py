@@ -17,7 +17,9 @@ from arsched.errors import ArschedError
 
 
 def validate(
-    file: Annotated[Path, typer.Argument(help="A schedule in arsched.schedule/1 JSON.", show_default=False)],
+    file: Annotated[
+        Path, typer.Argument(help="A schedule file (.json, or columnar .npz).", show_default=False)
+    ],
     numeric: Annotated[
         bool, typer.Option(help="Also execute it on random float64 data and compare sums.")
     ] = False,
@@ -44,7 +46,7 @@ def simulate(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="A schedule in arsched.schedule/1 JSON; several are jobs sharing one network.",
+            help="A schedule file (.json or .npz); several are jobs sharing one network.",
             show_default=False,
         ),
     ],
@@ -182,7 +184,10 @@ def schedule(
         ),
     ],
     out_file: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the schedule (.json).", show_default=False)
+        Path,
+        typer.Option(
+            "--out", "-o", help="Where to write the schedule: .json, or .npz (compact).", show_default=False
+        ),
     ],
     size: Annotated[
         str, typer.Option("--size", "-s", help="AllReduce size per rank: 100MB, 1GiB, 4096 (bytes).")
@@ -214,7 +219,7 @@ def schedule(
     from arsched.topology import parse_spec
     from arsched.units import parse_size
 
-    check_output(out_file, (".json",), "--out")
+    check_output(out_file, (".json", ".npz"), "--out")
     nbytes = parse_size(size)
     topo = parse_spec(topology_spec)
     params = {} if chunks is None else {"chunks": chunks}

@@ -1,7 +1,8 @@
-"""The schedule IR, its JSON format and its validators."""
+"""The schedule IR, its JSON and columnar file formats and its validators."""
 
+from arsched.collective.files import load, save
 from arsched.collective.schedule import COPY, OPS, REDUCE, Schedule, ScheduleBuilder, Transfer
-from arsched.collective.serialize import FORMAT, dumps, load, loads, save
+from arsched.collective.serialize import FORMAT, dumps, loads
 from arsched.collective.validate import (
     InvalidScheduleError,
     ValidationReport,

@@ -181,11 +181,12 @@ def _row_problem(t: Any, i: int, where: str, index: dict[str, int]) -> str:
     return f"transfer {i} of {where} has a path that is not a list of node ids"
 
 
-def save(schedule: Schedule, path: str | os.PathLike) -> None:
+def save_json(schedule: Schedule, path: str | os.PathLike) -> None:
     """Write the schedule's JSON atomically (temporary file, then rename)."""
     write_atomic(path, dumps(schedule))
 
 
-def load(path: str | os.PathLike) -> Schedule:
-    """Read a schedule file; ScheduleFormatError with one sentence if it is missing or malformed."""
+def load_json(path: str | os.PathLike) -> Schedule:
+    """Read a JSON schedule file; ScheduleFormatError with one sentence if it is missing or
+    malformed."""
     return loads(read_text(path, "schedule file", ScheduleFormatError), where=str(path))
