@@ -6,6 +6,7 @@
 2. Contention: schedules whose flows share links, so the flow model runs its event simulation;
    the table gives events and transfers per second and peak memory (issue 22's cases).
 3. Jobs: eight ring jobs sharing a 1,024-host fat-tree, simulated together.
+4. Files: a ring's schedule as JSON and as columnar .npz, size and save/load time.
 
 Run: python benchmarks/bench_sim.py [--quick]
 """
@@ -16,6 +17,7 @@ import multiprocessing
 import queue
 import resource
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -24,7 +26,7 @@ import numpy as np
 
 from arsched.algorithms import build
 from arsched.bounds import allreduce_bound
-from arsched.collective import ScheduleBuilder
+from arsched.collective import ScheduleBuilder, load, save
 from arsched.sim import simulate_flow, simulate_jobs, simulate_rounds
 from arsched.topology import bcube, fattree, parse_spec, star
 from arsched.topology import load as load_topology
@@ -111,6 +113,7 @@ def main(quick: bool = False) -> None:
     )
     contention(quick)
     jobs(quick)
+    files(quick)
 
 
 CLOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "lingjun2023_topo.csv"
@@ -218,6 +221,31 @@ def jobs(quick: bool) -> None:
         f"in {t:.1f} s ({transfers / t:,.0f} transfers/s, each job's simulation alone included). Each "
         "job's time with the others, alone, and the slowdown. Produced by `benchmarks/bench_sim.py`.",
         markdown(["job", "ranks", "start (ms)", "time (ms)", "alone (ms)", "slowdown"], rows),
+    )
+
+
+def files(quick: bool) -> None:
+    """The same ring schedules as JSON and as columnar .npz: size on disk, save and load time."""
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for n in (128,) if quick else (128, 1024):
+            s = ring_allreduce(fattree(16), ranks=fattree(16).servers[:n])
+            row: list[object] = [n, f"{len(s):,}"]
+            for suffix in (".json", ".npz"):
+                path = Path(folder) / f"ring{suffix}"
+                _, saved, _ = timed(save, s, path, memory=False)
+                _, loaded, _ = timed(load, path, memory=False)
+                row += [f"{path.stat().st_size / 1e6:.3g} MB", f"{saved:.2f} s", f"{loaded:.2f} s"]
+            rows.append(row)
+    publish(
+        "Schedule files",
+        "A ring AllReduce over the first N hosts of fattree(16) saved and loaded as `arsched.schedule/1` "
+        "JSON and as the columnar `.npz` (`collective/columnar.py`), one after the other in one run. "
+        "Produced by `benchmarks/bench_sim.py`.",
+        markdown(
+            ["ranks", "transfers", *(f"{k} {w}" for k in ("JSON", ".npz") for w in ("size", "save", "load"))],
+            rows,
+        ),
     )
 
 
