@@ -45,6 +45,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_validator.py
 	$(BIN)/python benchmarks/bench_routing.py
 	$(BIN)/python benchmarks/bench_sim.py
+	$(BIN)/pip install --quiet "ns3>=3.44"
+	$(BIN)/python benchmarks/bench_packets.py
 	$(BIN)/python benchmarks/bench_algorithms.py
 	$(BIN)/python benchmarks/bench_packing_scale.py
 	$(BIN)/python benchmarks/bench_gpu_fabrics.py
