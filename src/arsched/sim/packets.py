@@ -22,6 +22,7 @@ Install with `pip install ns3` (about 70 MB; `arsched[packets]`).
 from __future__ import annotations
 
 import multiprocessing
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +109,10 @@ def _run(job: dict) -> tuple[float, float]:  # pragma: no cover - runs in the ns
     """Build the network and the connections in ns-3, run, and return (time, wall seconds)."""
     import time
 
+    # cling reports symbols it could not materialise on the C++ side's stderr, harmlessly: keep
+    # that out of the caller's output (errors still come back as exceptions)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
     import cppyy
     from ns import ns
 
