@@ -42,7 +42,6 @@ from arsched.sim.paths import CompiledPaths
 REL = 1e-9  # relative time tolerance for simultaneous events
 BATCH = 20_000  # instants per kernel call: the clock and the progress callback are read between calls
 _FULL = 1e-12  # a link is full when less than this share of its capacity is left
-_WAITING, _PENDING, _SENDING, _FLYING, _DONE = 0, 1, 2, 3, 4
 _FINISHED, _MORE, _STUCK, _LOG_FULL = 0, 1, 2, 3  # kernel return codes
 _READY, _SEND, _ARRIVE = 0, 1, 2  # the three heaps
 
@@ -107,7 +106,7 @@ def _compact(key, val, ver, n, mult, version):  # pragma: no cover - compiled
 def _run(
     path_of, pptr, plinks, powner, bottleneck, latency, pchunk, cap, alpha,
     member_of, group_left, wait_left, dep_ptr, dependents,
-    status, send_at, done_at, target,
+    send_at, done_at, target,
     mult, prate, service, since, version, queue, qhead, qtail,
     occupancy, head, nxt, prv,
     hkey, hval, hver, sizes,
@@ -159,7 +158,6 @@ def _run(
             f = vA[0]
             sizes[_ARRIVE] = _pop(kA, vA, wA, sizes[_ARRIVE])
             arrived = True
-            status[f] = _DONE
             counters[1] += 1
             for j in range(member_of.shape[1]):
                 g = member_of[f, j]
@@ -172,7 +170,6 @@ def _run(
                         wait_left[d] -= 1
                         if wait_left[d] == 0:
                             send_at[d] = now + alpha
-                            status[d] = _PENDING
                             sizes[_READY] = _push(kR, vR, wR, sizes[_READY], send_at[d], d, 0)
         # last bytes sent: flows leave their path (oldest first) and fly for its latency
         while sizes[_SEND] > 0:
@@ -193,7 +190,6 @@ def _run(
                 qhead[p] += 1
                 mult[p] -= 1
                 gone += 1
-                status[f] = _FLYING
                 done_at[f] = now + latency[p]
                 sizes[_ARRIVE] = _push(kA, vA, wA, sizes[_ARRIVE], done_at[f], f, 0)
             changed = True
@@ -220,7 +216,6 @@ def _run(
             f = vR[0]
             sizes[_READY] = _pop(kR, vR, wR, sizes[_READY])
             changed = True
-            status[f] = _SENDING
             p = path_of[f]
             if mult[p] == 0:
                 service[p] = 0.0
@@ -386,7 +381,6 @@ def _start(
     a = {
         "group_left": deps.size.astype(np.int64),
         "wait_left": deps.wait_count.astype(np.int64),
-        "status": np.zeros(n, dtype=np.int8),
         "send_at": np.full(n, np.inf),
         "done_at": np.full(n, np.inf),
         "target": np.zeros(n),
@@ -426,7 +420,6 @@ def _start(
     }
     ready = np.flatnonzero(a["wait_left"] == 0)
     ready = ready[np.argsort(release[ready], kind="stable")]  # sorted keys: already a heap
-    a["status"][ready] = _PENDING
     a["send_at"][ready] = release[ready] + alpha
     a["hkey"][_READY, : len(ready)] = a["send_at"][ready]
     a["hval"][_READY, : len(ready)] = ready
@@ -468,7 +461,7 @@ def simulate_events(
             paths.of, paths.ptr, paths.links, paths.owner, paths.bottleneck, paths.latency, paths.chunk,
             capacity, alpha,
             deps.member_of, a["group_left"], a["wait_left"], deps.dep_ptr, deps.dependents,
-            a["status"], a["send_at"], a["done_at"], a["target"],
+            a["send_at"], a["done_at"], a["target"],
             a["mult"], a["prate"], a["service"], a["since"], a["version"], a["queue"], a["qhead"], a["qtail"],
             a["occupancy"], a["head"], a["nxt"], a["prv"],
             a["hkey"], a["hval"], a["hver"], a["sizes"],
