@@ -19,7 +19,8 @@ def test_one_job_alone_is_simulate_flow_whenever_it_starts():
         r = simulate_jobs([s], [start])
         (job,) = r.jobs
         assert job.time_s == pytest.approx(simulate_flow(s).time_s, rel=1e-9)
-        assert job.slowdown == pytest.approx(1.0, rel=1e-9) and r.makespan_s == pytest.approx(start + job.time_s)
+        assert job.slowdown == pytest.approx(1.0, rel=1e-9)
+        assert r.makespan_s == pytest.approx(start + job.time_s)
 
 
 def test_two_identical_jobs_on_every_same_link_take_twice_as_long():
