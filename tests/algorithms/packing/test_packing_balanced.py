@@ -195,18 +195,18 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
     topo = parse_spec("dcell:n=2,k=1")
     ranks = tuple(topo.servers)
     net = B.Network.of(topo, ranks)
-    grown = B.Placer.prim
+    grown = B.prim
     kept = []
 
-    def stranding(self, cost, prefix, root):
-        parent, step = grown(self, cost, prefix, root)
+    def stranding(cost, prefix, root):
+        parent, step, _ = grown(cost, prefix, root)
         order = np.argsort(-step, kind="stable")  # the root and the ranks nearest it first
         parent = parent.copy()
         parent[order[len(order) // 2 :]] = -1  # the later half stranded
         kept.append(parent)
-        return parent, None
+        return parent, step, False
 
-    monkeypatch.setattr(B.Placer, "prim", stranding)
+    monkeypatch.setattr(B, "prim", stranding)
     placer = B.Placer(net, net.least_steps + 2, 2 * len(ranks))
     joined = 0
     for k, (parent, step, _) in enumerate(placer.columns):

@@ -12,7 +12,7 @@ multiplicative weights (Garg & Könemann 2007; Young's greedy for packing proble
 Every (step, link) costs exp(β·load / highest load) / capacity, so a link-step that is already
 busy costs much more than an idle one. Chunk k is rooted at rank k mod n and takes a Prim tree
 grown from the root down, every rank attached to the parent and step (before the parent's)
-that cost least (`Placer.prim`). Where that strands ranks (all their neighbours in the tree
+that cost least (`prim`, compiled). Where that strands ranks (all their neighbours in the tree
 already at step 1), the stranded ranks `join` the tree by their cheapest edges and every step
 is chosen again by a dynamic program (`cheapest_steps`), so the tree keeps the shape the prices
 gave it; only a tree taller than R falls back to the breadth-first tree from the root. `SWEEPS`
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
@@ -237,8 +238,8 @@ class Placer:
         With its rows."""
         price = self._prices()
         cost, prefix = self._attach_costs(price)
-        parent, step = self.prim(cost, prefix, root)
-        if step is None:
+        parent, step, complete = prim(cost, prefix, root)
+        if not complete:
             parent = join(parent, root, prefix[:, :, -1])  # at its cheapest step
             height = tree_heights(parent)
             if height[root] > self.steps:
@@ -279,34 +280,36 @@ class Placer:
         cost[u, v] = edge_prices(price, self.net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
         return cost, np.minimum.accumulate(cost, axis=2)
 
-    def prim(self, cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """(parent, step) of a tree grown from `root` down under `_attach_costs`: the free rank
-        whose cheapest (parent in the tree, step before the parent's) costs least joins there;
-        among equal costs the latest step, which leaves room for children. Where the ranks left
-        have no such parent (their neighbours in the tree all at step 1): the tree so far, the
-        free ranks' parents −1, and no steps."""
-        n, steps = self.n, self.steps
-        parent, step = np.full(n, -1), np.zeros(n, dtype=np.int64)
-        step[root] = steps + 1
-        free = np.ones(n, dtype=bool)
-        free[root] = False
-        best, via = prefix[:, root, steps - 1].copy(), np.full(n, root)
-        best[root] = np.inf  # ranks in the tree cost infinity: argmin finds the free ones
-        for _ in range(n - 1):
-            c = int(np.argmin(best))
-            if not np.isfinite(best[c]):
-                return parent, None
-            p = via[c]
-            parent[c], step[c], free[c], best[c] = (
-                p,
-                int(np.argmin(cost[c, p, : step[p] - 1])) + 1,
-                False,
-                np.inf,
-            )
-            if step[c] > 1:
-                better = free & (prefix[:, c, step[c] - 2] < best)
-                best[better], via[better] = prefix[better, c, step[c] - 2], c
-        return parent, step
+
+@numba.njit(cache=True)
+def prim(cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(parent, step, complete) of a tree grown from `root` down under `Placer._attach_costs`:
+    the free rank whose cheapest (parent in the tree, step before the parent's) costs least
+    joins there; among equal costs the latest step, which leaves room for children. Where the
+    ranks left have no such parent (their neighbours in the tree all at step 1): the tree so
+    far, the free ranks' parents −1, and not complete. Compiled: it runs once per chunk placed,
+    thousands of times per plan, and a rank at a time."""
+    n, steps = cost.shape[0], cost.shape[2]
+    parent, step = np.full(n, -1), np.zeros(n, dtype=np.int64)
+    step[root] = steps + 1
+    free = np.ones(n, dtype=np.bool_)
+    free[root] = False
+    best, via = prefix[:, root, steps - 1].copy(), np.full(n, root)
+    best[root] = np.inf  # ranks in the tree cost infinity: argmin finds the free ones
+    for _ in range(n - 1):
+        c = int(np.argmin(best))
+        if not np.isfinite(best[c]):
+            return parent, step, False
+        p = via[c]
+        parent[c] = p
+        step[c] = int(np.argmin(cost[c, p, : step[p] - 1])) + 1
+        free[c] = False
+        best[c] = np.inf
+        if step[c] > 1:
+            for v in range(n):
+                if free[v] and prefix[v, c, step[c] - 2] < best[v]:
+                    best[v], via[v] = prefix[v, c, step[c] - 2], c
+    return parent, step, True
 
 
 def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float) -> BalancedPlan:
