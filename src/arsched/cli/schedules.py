@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
@@ -14,6 +14,9 @@ from rich.table import Table
 from arsched.cli.common import FIFO_OPTION, SPEC_HELP, check_output, emit_json, out, progress_bar, show
 from arsched.cli.network import check_finite
 from arsched.errors import ArschedError
+
+if TYPE_CHECKING:  # the CLI imports the heavy modules inside its commands
+    from arsched.collective import Schedule
 
 
 def validate(
@@ -100,7 +103,16 @@ def simulate(
         _simulate_one(files[0], schedules[0], model, a, sync, fifo, as_json, plot)
 
 
-def _simulate_one(file, schedule, model, a, sync, fifo, as_json, plot) -> None:
+def _simulate_one(
+    file: Path,
+    schedule: Schedule,
+    model: str,
+    a: float,
+    sync: bool,
+    fifo: bool,
+    as_json: bool,
+    plot: Path | None,
+) -> None:
     """`simulate` of one schedule: its time, rounds, bound and gap."""
     from arsched.sim import simulate_flow, simulate_rounds
 
@@ -134,7 +146,15 @@ def _simulate_one(file, schedule, model, a, sync, fifo, as_json, plot) -> None:
         out.print(f"wrote {plot}")
 
 
-def _simulate_jobs(files, schedules, starts, a, sync, fifo, as_json) -> None:
+def _simulate_jobs(
+    files: list[Path],
+    schedules: list[Schedule],
+    starts: list[float] | None,
+    a: float,
+    sync: bool,
+    fifo: bool,
+    as_json: bool,
+) -> None:
     """`simulate` of several schedules as jobs on one network: each job's slowdown."""
     from arsched.sim import simulate_jobs
 

@@ -39,11 +39,19 @@ from arsched.errors import OutOfTime
 from arsched.sim.deps import Dependencies
 from arsched.sim.paths import CompiledPaths
 
-REL = 1e-9  # relative time tolerance for simultaneous events
+REL = 1e-9  # relative time tolerance for simultaneous events (and, in the sweep, touching intervals)
 BATCH = 20_000  # instants per kernel call: the clock and the progress callback are read between calls
 _FULL = 1e-12  # a link is full when less than this share of its capacity is left
 _FINISHED, _MORE, _STUCK, _LOG_FULL = 0, 1, 2, 3  # kernel return codes
 _READY, _SEND, _ARRIVE = 0, 1, 2  # the three heaps
+
+
+@numba.njit(cache=True)
+def _swap(key, val, ver, i, j):  # pragma: no cover - compiled
+    """Exchange heap entries i and j."""
+    key[i], key[j] = key[j], key[i]
+    val[i], val[j] = val[j], val[i]
+    ver[i], ver[j] = ver[j], ver[i]
 
 
 @numba.njit(cache=True)
@@ -55,9 +63,7 @@ def _push(key, val, ver, n, k, v, w):  # pragma: no cover - compiled
         p = (i - 1) >> 1
         if key[p] <= key[i]:
             break
-        key[i], key[p] = key[p], key[i]
-        val[i], val[p] = val[p], val[i]
-        ver[i], ver[p] = ver[p], ver[i]
+        _swap(key, val, ver, i, p)
         i = p
     return n + 1
 
@@ -72,9 +78,7 @@ def _sift_down(key, val, ver, n, i):  # pragma: no cover - compiled
             c += 1
         if key[i] <= key[c]:
             return
-        key[i], key[c] = key[c], key[i]
-        val[i], val[c] = val[c], val[i]
-        ver[i], ver[c] = ver[c], ver[i]
+        _swap(key, val, ver, i, c)
         i = c
 
 

@@ -25,11 +25,9 @@ from arsched.csr import gather
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
 from arsched.sim.deps import Dependencies, derive
-from arsched.sim.engine import simulate_events
+from arsched.sim.engine import REL, simulate_events
 from arsched.sim.paths import CompiledPaths, compile_paths, step_groups
 from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
-
-_REL = 1e-9  # relative time tolerance for simultaneous events and touching intervals
 
 
 def _sweep(
@@ -66,7 +64,7 @@ def _contended(cp: CompiledPaths, start: np.ndarray, stop: np.ndarray) -> bool:
     s, e = start[cp.owner], stop[cp.owner]
     order = np.lexsort((s, cp.links))
     same = cp.links[order][1:] == cp.links[order][:-1]
-    tol = _REL * max(float(stop.max()), 1e-300)
+    tol = REL * max(float(stop.max()), 1e-300)
     return bool((same & (s[order][1:] < e[order][:-1] - tol)).any())
 
 

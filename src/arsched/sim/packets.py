@@ -63,27 +63,34 @@ def simulate_packets(
     back = np.asarray(c.adjacency[c.link_dst, c.link_src]).ravel() - 1
     if (back < 0).any() or not np.allclose(c.latency[back], c.latency):
         raise ArschedError(f"{schedule.topology.name}: ns-3's links need both directions, at one latency")
-    pairs = len(set(zip(schedule.src.tolist(), schedule.dst.tolist(), strict=True)))
+    job = _job(schedule, alpha, back)
+    pairs = len(job["connections"])
     if pairs > MAX_CONNECTIONS:
         raise ArschedError(f"the schedule uses {pairs:,} rank pairs; ns-3 runs at most {MAX_CONNECTIONS:,}")
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
         try:
-            time_s, wall_s = pool.apply_async(_run, (_job(schedule, alpha),)).get(timeout)
+            time_s, wall_s = pool.apply_async(_run, (job,)).get(timeout)
         except multiprocessing.TimeoutError:
             raise ArschedError(f"ns-3 did not finish within {timeout:g} s") from None
     return PacketResult(time_s, wall_s)
 
 
-def _job(schedule: Schedule, alpha: float) -> dict:
-    """Everything the ns-3 process needs, as plain lists and numbers."""
+def _job(schedule: Schedule, alpha: float, back: np.ndarray) -> dict:
+    """Everything the ns-3 process needs, as plain lists and numbers; `back[k]` is link k's
+    reverse link."""
     s, c = schedule, schedule.topology.compiled
-    cables = []
-    for k in range(c.num_links):
-        u, v = int(c.link_src[k]), int(c.link_dst[k])
-        if u < v:
-            rev = int(c.adjacency[v, u]) - 1
-            cables.append((u, v, float(c.capacity[k]), float(c.capacity[rev]), float(c.latency[k])))
+    one = np.flatnonzero(c.link_src < c.link_dst)  # each cable once, by its lower end
+    cables = list(
+        zip(
+            c.link_src[one].tolist(),
+            c.link_dst[one].tolist(),
+            c.capacity[one].tolist(),
+            c.capacity[back[one]].tolist(),
+            c.latency[one].tolist(),
+            strict=True,
+        )
+    )
     conns: dict[tuple[int, int], int] = {}
     conn_of = [
         conns.setdefault((a, b), len(conns)) for a, b in zip(s.src.tolist(), s.dst.tolist(), strict=True)
