@@ -8,9 +8,7 @@ instant (within a relative `REL`) is handled together. What makes it fast:
   graph that joins sending flows to the links they cross, so at an instant where flows start
   or stop, only the components of the links they touch are refilled (progressive filling, the
   rounds of `maxmin.maxmin_rates`, over just those links); a flow that starts alone on its
-  links simply sends at its path's bottleneck. (A heap of links by the level at which each
-  fills was tried: faster where a component's rates take many distinct levels, 3× slower on
-  a fat-tree's few, so the rounds stay.)
+  links simply sends at its path's bottleneck (`_fill` says why rounds and not a heap);
 - **paths, not flows**: flows on the same path get the same max-min rate, so the filling works
   on paths weighted by their flows, and a path's flows, all of one size, finish in the order
   they started (a queue per path, a finish entry per path);

@@ -104,29 +104,35 @@ def simulate_flow(
         return SimResult(
             "flow", s, 0.0, np.zeros(0), np.zeros(0), link_bytes(s, cp.links), bound, None, alpha
         )
+    log: list | None = [] if trace else None
+    until = np.inf if deadline is None else deadline
+    start, done, notes = flow_times(s, cp, deps, alpha, method == "events", log, until, progress)
+    return SimResult(
+        "flow", s, float(done.max()), start, done, link_bytes(s, cp.links), bound, None, alpha, notes, log
+    )
+
+
+def flow_times(
+    schedule: Schedule,
+    cp: CompiledPaths,
+    deps: Dependencies,
+    alpha: float,
+    events: bool = False,
+    trace: list | None = None,
+    deadline: float = np.inf,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Each transfer's start (when it became ready) and done time, and notes on the method, from
+    the schedule's compiled paths and dependencies: the sweep when it is exact (and `events` is
+    off), else the event simulation (with `trace`, `deadline` and `progress` as in
+    `simulate_flow`); the schedule has at least one transfer."""
+    s = schedule
     ready, done = _sweep(s, deps, cp, alpha)
     send = ready + alpha
-    notes = {"method": "sweep"}
-    if method == "events" or _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
-        log: list | None = [] if trace else None
-        cap, until = s.topology.compiled.capacity, np.inf if deadline is None else deadline
-        send, done, instants = simulate_events(
-            cp, s.path_id, deps, cap, s.chunk_bytes, alpha, log, until, progress
-        )
-        notes = {"method": "events", "event_instants": instants}
-        return SimResult(
-            "flow",
-            s,
-            float(done.max()),
-            send - alpha,
-            done,
-            link_bytes(s, cp.links),
-            bound,
-            None,
-            alpha,
-            notes,
-            log,
-        )
-    return SimResult(
-        "flow", s, float(done.max()), send - alpha, done, link_bytes(s, cp.links), bound, None, alpha, notes
+    if not events and not _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
+        return ready, done, {"method": "sweep"}
+    cap = s.topology.compiled.capacity
+    send, done, instants = simulate_events(
+        cp, s.path_id, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress
     )
+    return send - alpha, done, {"method": "events", "event_instants": instants}

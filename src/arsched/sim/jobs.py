@@ -22,7 +22,7 @@ from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
 from arsched.sim.deps import Dependencies, derive
 from arsched.sim.engine import simulate_events
-from arsched.sim.flow import simulate_flow
+from arsched.sim.flow import flow_times
 from arsched.sim.paths import CompiledPaths, compile_paths
 from arsched.sim.result import check_alpha
 from arsched.topology.core import Topology
@@ -91,9 +91,10 @@ def simulate_jobs(
         raise ArschedError(f"a job's start time must be a finite number of seconds ≥ 0, got {bad[0]!r}")
     topology = schedules[0].topology
     jobs = [_on(topology, s, i) for i, s in enumerate(schedules)]
-    alone = [simulate_flow(s, alpha, synchronous=synchronous, fifo=fifo).time_s for s in jobs]
     cps = [compile_paths(s) for s in jobs]
-    deps = _joined_deps([derive(s, synchronous=synchronous, fifo=fifo) for s in jobs])
+    each = [derive(s, synchronous=synchronous, fifo=fifo) for s in jobs]
+    alone = [_alone(s, cp, d, alpha) for s, cp, d in zip(jobs, cps, each, strict=True)]
+    deps = _joined_deps(each)
     sizes = [len(s) for s in jobs]
     offsets = np.concatenate([[0], np.cumsum([len(s.paths) for s in jobs])[:-1]])
     path_id = np.concatenate([s.path_id.astype(np.int64) + o for s, o in zip(jobs, offsets, strict=True)])
@@ -110,6 +111,11 @@ def simulate_jobs(
         results.append(JobResult(names[i], starts[i], finish - starts[i], alone[i]))
     makespan = max(j.start_s + j.time_s for j in results)
     return JobsResult(tuple(results), makespan, instants, alpha)
+
+
+def _alone(schedule: Schedule, cp: CompiledPaths, deps: Dependencies, alpha: float) -> float:
+    """The job's time with the network to itself."""
+    return float(flow_times(schedule, cp, deps, alpha)[1].max()) if len(schedule) else 0.0
 
 
 def _on(topology: Topology, schedule: Schedule, i: int) -> Schedule:
