@@ -52,27 +52,34 @@ out = Console()
 
 
 class _Rate(ProgressColumn):
-    """Transfers per second, once rich has measured a speed."""
+    """Units per second, once rich has measured a speed."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
 
     def render(self, task: Any) -> Text:
-        return Text(f"{task.speed:,.0f} transfers/s" if task.speed else "")
+        return Text(f"{task.speed:,.0f} {self.unit}/s" if task.speed else "")
 
 
 @contextmanager
-def progress_bar(what: str) -> Iterator[Callable[[int, int], None]]:
-    """A `progress(done, total)` callback drawing a transient bar on stderr (on a terminal only):
-    long event simulations show their transfers done and rate, short ones never draw."""
-    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), _Rate(), TimeElapsedColumn())
+def progress_bar(what: str, unit: str = "transfers", enabled: bool = True) -> Iterator[Callable[..., None]]:
+    """A `progress(done, total, what=None)` callback drawing a transient bar on stderr (on a
+    terminal only, and when `enabled`): long event simulations show their transfers done and
+    rate, training its phase and steps; short work never draws. `what` renames the bar."""
+    columns = (
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(unit), TimeElapsedColumn()
+    )  # fmt: skip
     with Progress(
-        *columns, console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()
+        *columns, console=Console(stderr=True), transient=True, disable=not (enabled and sys.stderr.isatty())
     ) as bar:
         task = None
 
-        def update(done: int, total: int) -> None:
+        def update(done: int, total: int, now: str | None = None) -> None:
             nonlocal task
             if task is None:
                 task = bar.add_task(what, total=total)
-            bar.update(task, completed=done)
+            bar.update(task, completed=done, total=total, description=now or what)
 
         yield update
 

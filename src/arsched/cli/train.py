@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from arsched.cli.common import SPEC_HELP, out
+from arsched.cli.common import SPEC_HELP, out, progress_bar
 from arsched.errors import ArschedError
 from arsched.rl.config import TrainConfig
 
@@ -23,17 +21,6 @@ def _net_arch(text: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
         raise ArschedError(f"--net-arch must be positive layer widths joined by ',', got {text!r}") from None
-
-
-def _progress_bar(enabled: bool):
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        disable=not enabled,
-        transient=False,
-    )
 
 
 def train(
@@ -117,11 +104,8 @@ def train(
     )
     if not out_dir.parent.exists():
         raise ArschedError(f"cannot write {out_dir}: folder {out_dir.parent} does not exist")
-    with _progress_bar(progress and sys.stderr.isatty()) as bar:
-        task = bar.add_task("training hrl", total=None)
-        meta = run_training(
-            cfg, lambda what, done, total: bar.update(task, description=what, completed=done, total=total)
-        )
+    with progress_bar("training hrl", unit="steps", enabled=progress) as update:
+        meta = run_training(cfg, lambda what, done, total: update(done, total, what))
     rounds = ", ".join(
         f"{spec}: {r} rounds (greedy-trees {g})"
         for spec, r, g in zip(meta["topologies"], meta["rounds"], meta["greedy_rounds"], strict=True)
