@@ -60,7 +60,7 @@ def test_gadget_decides_as_with_plain_scans(monkeypatch, objective):
     for seed in range(6):
         rng = np.random.default_rng(seed)
         c = parse_cluster(f"leafspine:leaves={rng.integers(2, 4)},spines=2,servers_per_leaf=4,gpus=4")
-        wl = synthetic(int(rng.integers(5, 30)), seed=seed, interval=5)
+        wl = synthetic(int(rng.integers(5, 30)), seed=seed, interval=5, elastic=2)
         a = np.arange(len(wl))
         left = wl.work * rng.uniform(0.1, 1, len(wl))
         prev = {0: ((0, 2), (1, 1))} if wl.max_workers[0] >= 3 else {}

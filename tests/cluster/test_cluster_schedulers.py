@@ -38,7 +38,7 @@ class Recorder(Scheduler):
 
 @pytest.fixture(scope="module")
 def small():
-    return synthetic(25, seed=1, interval=30, median=300, sigma=0.8), parse_cluster(CLUSTER)
+    return synthetic(25, seed=1, interval=30, median=300, sigma=0.8, elastic=2), parse_cluster(CLUSTER)
 
 
 @pytest.mark.parametrize("name", list(SCHEDULERS))

@@ -172,7 +172,7 @@ def random_instance(seed: int, objective: str = "jct", leafspine: bool = False) 
     else:
         spec = f"star:n={rng.integers(2, 5)},gpus=4"
     c = parse_cluster(spec)
-    wl = synthetic(int(rng.integers(3, 7)), seed=seed, interval=5, median=300)
+    wl = synthetic(int(rng.integers(3, 7)), seed=seed, interval=5, median=300, elastic=2)
     wl = wl.__class__(wl.ids, wl.models, wl.arrival, wl.tau, wl.grad_bytes, wl.work,
                       np.minimum(wl.gpus, 4), np.minimum(wl.max_workers, 8), wl.name)  # fmt: skip
     left = wl.work * rng.uniform(0.1, 1.0, len(wl))

@@ -13,6 +13,25 @@ import numpy as np
 
 from arsched.errors import ArschedError
 
+DEFAULT_ELASTIC = 1  # every job's worker bound is its request: rigid for every scheduler
+MAX_ELASTIC = 64
+
+
+def check_elastic(elastic: int) -> int:
+    """The elasticity setting, a whole number from 1 to MAX_ELASTIC; anything else is refused."""
+    whole = isinstance(elastic, int | np.integer) and not isinstance(elastic, bool)
+    if not whole or not 1 <= elastic <= MAX_ELASTIC:
+        raise ArschedError(f"elastic must be a whole number from 1 to {MAX_ELASTIC}, got {elastic!r}")
+    return int(elastic)
+
+
+def worker_bounds(gpus: list[int] | np.ndarray, elastic: int) -> list[int]:
+    """Each job's worker bound W = elastic x its request. One setting for every job and so for
+    every scheduler: the elastic ones (GADGET, Optimus) may grow a job to W, the rigid ones run
+    it at its request whatever W is; elastic 1 makes every scheduler rigid."""
+    e = check_elastic(elastic)
+    return [e * int(g) for g in gpus]
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -25,7 +44,7 @@ class Workload:
     grad_bytes: np.ndarray  # bytes of gradient per all-reduce
     work: np.ndarray  # worker-iterations
     gpus: np.ndarray  # GPUs requested (the rigid schedulers' size)
-    max_workers: np.ndarray  # elastic bound W
+    max_workers: np.ndarray  # elastic bound W (see worker_bounds)
     name: str = "trace"
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arsched.cluster.jobs import Workload
+from arsched.cluster.jobs import DEFAULT_ELASTIC, Workload, check_elastic, worker_bounds
 from arsched.cluster.models import ZOO
 from arsched.errors import ArschedError
 
@@ -25,9 +25,10 @@ def synthetic(
     interval: float = 10.0,
     median: float = 900.0,
     sigma: float = 1.5,
-    elastic: int = 2,
+    elastic: int = DEFAULT_ELASTIC,
 ) -> Workload:
-    """`jobs` jobs arriving every `interval` seconds on average (Poisson)."""
+    """`jobs` jobs arriving every `interval` seconds on average (Poisson), each allowed up to
+    `elastic` x its request (`worker_bounds`)."""
     for key, value, ok, need in (
         ("jobs", jobs, 1 <= jobs <= MAX_JOBS, f"1 to {MAX_JOBS:,}"),
         ("seed", seed, seed >= 0, ">= 0"),
@@ -37,6 +38,7 @@ def synthetic(
     ):
         if not ok:
             raise ArschedError(f"synthetic trace parameter {key} must be {need}, got {value}")
+    check_elastic(elastic)
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(interval, jobs)) - interval
     gpus = rng.choice(GPU_SIZES, size=jobs, p=GPU_SHARES / GPU_SHARES.sum())
@@ -53,11 +55,11 @@ def synthetic(
         [ZOO[names[p]].grad_bytes for p in picks],
         list(gpus * duration / tau),
         list(gpus),
-        list(elastic * gpus),
+        worker_bounds(gpus, elastic),
     )
 
 
-def parse_synthetic(spec: str, elastic: int = 2) -> Workload:
+def parse_synthetic(spec: str, elastic: int = DEFAULT_ELASTIC) -> Workload:
     """`synthetic:jobs=1000,seed=1,interval=20,median=900,sigma=1.5` (all optional)."""
     _, _, rest = spec.partition(":")
     kw: dict[str, float] = {}

@@ -12,7 +12,9 @@ Formats (times in seconds unless said):
   GPU count (GPUs over all its machines) and the run time.
 - Helios: `job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,
   duration,queue`; rows with gpu_num 0 are CPU jobs and left out (not errors).
-Philly and Helios name no model: each job gets one from the zoo by a hash of its id.
+Philly and Helios name no model: each job gets one from the zoo by a hash of its id. Every
+loader takes `elastic`, the one elasticity setting of a run (`jobs.worker_bounds`; default 1:
+every job rigid at its request, for every scheduler).
 
 A trace file is read whole, so one over the memory limit (`arsched.limits`, about 32 bytes of
 memory per byte of file: 360 MB where the limit is 11.5 GB; `--max-memory` raises it) is refused
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from arsched.cluster.csvfile import read_csv
-from arsched.cluster.jobs import Workload
+from arsched.cluster.jobs import DEFAULT_ELASTIC, Workload, check_elastic, worker_bounds
 from arsched.cluster.models import ZOO, model
 from arsched.cluster.synthetic import MAX_JOBS
 from arsched.errors import ArschedError
@@ -62,6 +64,9 @@ class _Rows:
         default_factory=lambda: {k: [] for k in ("ids", "models", "arrival", "tau", "grad", "work", "gpus")}
     )
 
+    def __post_init__(self) -> None:
+        check_elastic(self.elastic)  # before the file is read
+
     def bad(self, row: int, fld: str, problem: str) -> None:
         if not self.skip_bad:
             raise BadRow(
@@ -87,7 +92,7 @@ class _Rows:
         c = self.cols
         return Workload.build(
             self.path.stem, c["ids"], c["models"], c["arrival"], c["tau"], c["grad"], c["work"], c["gpus"],
-            [self.elastic * g for g in c["gpus"]],
+            worker_bounds(c["gpus"], self.elastic),
         )  # fmt: skip
 
 
@@ -134,7 +139,9 @@ def _csv(path: Path, required: tuple[str, ...], fmt: str) -> list[dict[str, str]
     return records
 
 
-def load_tiresias(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+def load_tiresias(
+    path: Path, skip_bad_rows: bool = False, elastic: int = DEFAULT_ELASTIC
+) -> tuple[Workload, int]:
     """A Tiresias job CSV; returns the workload and the number of bad rows skipped."""
     _check_size(path)
     rows = _Rows(path, skip_bad_rows, elastic)
@@ -171,7 +178,9 @@ def _time(rows: _Rows, row: int, value: Any, fld: str) -> float | None:
     return seconds
 
 
-def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+def load_philly(
+    path: Path, skip_bad_rows: bool = False, elastic: int = DEFAULT_ELASTIC
+) -> tuple[Workload, int]:
     """A Philly `cluster_job_log` JSON file (row = position of the job in the list, from 1)."""
     _check_size(path)
     try:
@@ -218,7 +227,9 @@ def load_philly(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tu
     return rows.workload(), rows.skipped
 
 
-def load_helios(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+def load_helios(
+    path: Path, skip_bad_rows: bool = False, elastic: int = DEFAULT_ELASTIC
+) -> tuple[Workload, int]:
     """A Helios `cluster_log.csv`; CPU-only rows (gpu_num 0) are left out."""
     _check_size(path)
     rows = _Rows(path, skip_bad_rows, elastic)
@@ -239,7 +250,9 @@ def load_helios(path: Path, skip_bad_rows: bool = False, elastic: int = 2) -> tu
     return rows.workload(), rows.skipped
 
 
-def load_trace(spec: str, skip_bad_rows: bool = False, elastic: int = 2) -> tuple[Workload, int]:
+def load_trace(
+    spec: str, skip_bad_rows: bool = False, elastic: int = DEFAULT_ELASTIC
+) -> tuple[Workload, int]:
     """A trace by path (format told by suffix and columns) or a `synthetic:...` spec."""
     if spec.startswith("synthetic"):
         from arsched.cluster.synthetic import parse_synthetic
