@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from arsched.cluster.jobs import Workload
+from arsched.cluster.models import restart_cost
 from arsched.cluster.utility import Objective
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
@@ -18,7 +19,7 @@ class SimConfig:
     network: str = "reserved"
     objective: Objective = field(default_factory=Objective)
     slot: float | None = None  # s; None: a tenth of the median job duration, 1 s .. 10 min
-    restart: float = 0.0  # s of progress lost when a running job's GPUs change
+    restart: float | None = None  # s lost per restart by every job; None: per model (restart_for)
     alpha: float = DEFAULT_ALPHA
     seed: int = 0
     max_slots: int | None = None  # None: a horizon far past any reasonable makespan (see horizon)
@@ -26,7 +27,7 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.slot is not None and not 0 < self.slot < math.inf:
             raise ArschedError(f"the slot must be a finite time > 0, got {self.slot} s")
-        if not 0 <= self.restart < math.inf:
+        if self.restart is not None and not 0 <= self.restart < math.inf:
             raise ArschedError(f"the restart cost must be a finite time >= 0, got {self.restart} s")
         if not 0 <= self.alpha < math.inf:
             raise ArschedError(f"alpha must be a finite time >= 0, got {self.alpha} s")
@@ -35,3 +36,16 @@ class SimConfig:
         if self.slot is not None:
             return self.slot
         return float(min(max(round(float(np.median(workload.duration)) / 10.0), 1.0), 600.0))
+
+    @property
+    def restart_label(self) -> str:
+        """The restart setting in words, for titles and tables: 'per model' or '30 s'."""
+        return "per model" if self.restart is None else f"{self.restart:g} s"
+
+    def restart_for(self, workload: Workload) -> np.ndarray:
+        """Seconds of progress each job loses when its GPUs change (moved, resized, or resumed
+        after a pause): `restart` for every job, or by default its model's checkpoint save and
+        reload plus a relaunch (`models.restart_cost`)."""
+        if self.restart is not None:
+            return np.full(len(workload), float(self.restart))
+        return restart_cost(workload.grad_bytes)

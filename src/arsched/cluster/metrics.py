@@ -48,6 +48,7 @@ class ClusterResult:
     gpu_utilization: float
     energy_kwh: float
     jain_index: float
+    restarts: int  # placements changed under a job that had run before (each costs its restart)
     ftf_mean: float
     ftf_max: float
     scheduler_s_per_slot: float
@@ -82,6 +83,7 @@ def summarise(
     dt: float,
     finish: np.ndarray,
     gpu_seconds: np.ndarray,
+    restarts: int,
     slot_starts: np.ndarray,
     busy: np.ndarray,
     sched_time: np.ndarray,
@@ -115,6 +117,7 @@ def summarise(
         gpu_utilization=busy_s / total_gpu_s if total_gpu_s > 0 else 0.0,
         energy_kwh=(busy_s * BUSY_WATTS + max(total_gpu_s - busy_s, 0.0) * IDLE_WATTS) / 3.6e6,
         jain_index=float(speed.sum() ** 2 / (len(speed) * (speed**2).sum())) if len(speed) else 0.0,
+        restarts=restarts,
         ftf_mean=float(ftf.mean()),
         ftf_max=float(ftf.max()),
         scheduler_s_per_slot=float(sched_time.mean()) if len(sched_time) else 0.0,

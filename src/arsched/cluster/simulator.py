@@ -1,10 +1,17 @@
 """The slot-based, deterministic cluster simulator.
 
 Each slot of length dt: the scheduler places the active jobs; the network mode gives each ring
-its bandwidth; every running job progresses at w / T(w) for the slot (less a restart cost when
-its GPUs changed since the last slot it ran); a job finishing inside a slot records the exact
-time and frees its GPUs at the slot's end. In the `reserved` mode a ring keeps its reservation
-while it keeps its GPUs: rings reserve oldest placement first, new ones in the scheduler's order.
+its bandwidth; every running job progresses at w / T(w) for the slot; a job finishing inside a
+slot records the exact time and frees its GPUs at the slot's end.
+
+Restarts: a job that has run before and whose placement differs from the one it had in the last
+slot (moved, resized, or resumed after a pause) makes no progress for its restart cost
+(`SimConfig.restart_for`) while holding its new GPUs; a cost longer than the slot carries over
+into the next slots, and a job moved again before it is done restarting starts over. The whole
+cost is charged on the new GPUs (the checkpoint save on the old ones is folded into it).
+
+In the `reserved` mode a ring keeps its reservation while it keeps its GPUs: rings reserve oldest
+placement first, new ones in the scheduler's order.
 """
 
 from __future__ import annotations
@@ -85,6 +92,9 @@ def simulate(
     attained = np.zeros(n)
     gpu_seconds = np.zeros(n)
     finish = np.full(n, np.inf)
+    cost = config.restart_for(workload)
+    stall = np.zeros(n)  # s of restart each job still has to sit through
+    restarts = 0
     previous: dict = {}
     since: dict[int, int] = {}  # slot in which each job's current placement began
     busy, sched_time, slot_starts = [], [], []
@@ -100,7 +110,7 @@ def simulate(
             now = math.ceil(workload.arrival[arrived] / dt - 1e-9) * dt
             continue
         state = SlotState(now, dt, active, remaining, attained, previous, workload, cluster,
-                          config.objective, config.alpha, config.seed)  # fmt: skip
+                          config.objective, config.alpha, config.seed, cost)  # fmt: skip
         t0 = time.perf_counter()
         decision = scheduler.decide(state)
         sched_time.append(time.perf_counter() - t0)
@@ -113,8 +123,11 @@ def simulate(
         w = np.array([sum(g for _, g in p) for _, p in decision], dtype=np.int64)
         b = ring_bandwidth(cluster, [p for _, p in decision], config.network)
         rate = throughput(workload.tau[js], workload.grad_bytes[js], w, b, config.alpha)
-        moved = np.array([j in previous and previous[j] != p for j, p in decision], dtype=bool)
-        lost = np.where(moved, min(config.restart, dt), 0.0)
+        moved = np.array([previous.get(j) != p for j, p in decision], dtype=bool) & (attained[js] > 0)
+        stall[js[moved]] = cost[js[moved]]
+        restarts += int(moved.sum())
+        lost = np.minimum(stall[js], dt)
+        stall[js] -= lost
         with np.errstate(divide="ignore"):
             need = np.where(rate > 0, remaining[js] / np.maximum(rate, 1e-300), np.inf)
         ran = np.minimum(need, dt - lost)
@@ -137,6 +150,6 @@ def simulate(
         scheduler.name, config.network, cluster.name, int(np.isfinite(finish).sum()), n, len(busy), dt,
     )  # fmt: skip
     return summarise(
-        workload, cluster, scheduler.name, config, dt, finish, gpu_seconds,
+        workload, cluster, scheduler.name, config, dt, finish, gpu_seconds, restarts,
         np.array(slot_starts), np.array(busy), np.array(sched_time),
     )  # fmt: skip

@@ -2,7 +2,8 @@
 
 A scheduler's `decide(state)` returns the placements of the jobs to run this slot, in the order
 it committed them (the `reserved` network mode reserves bandwidth in that order). A job left
-out is paused. Placements must fit the servers' GPUs; the simulator checks.
+out is paused. Placements must fit the servers' GPUs; the simulator checks. A job that has run
+before (`attained` > 0) pays its `restart` cost whenever its placement differs from `previous`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class SlotState:
     objective: Objective
     alpha: float
     seed: int
+    restart: np.ndarray | None = None  # s each job loses when its GPUs change (None: free)
 
 
 Decision = list[tuple[int, Placement]]

@@ -20,6 +20,20 @@ utility under every objective's spirit, and what is left is to finish it: such s
 embedded before the marginal-gain moves, oldest arrival first, at their requested size (or their
 previous ring, if larger), from the empty cluster. The oldest always fits and keeps running until
 it finishes, so every job finishes; later moves may still grow them like any other job.
+
+Restart costs (ours; the paper's model has none): a job that has run before loses c seconds
+(`SlotState.restart`) on any ring other than its previous one. A ring is valued at the job's
+average rate from now to its finish, restart included: r' = R / (R/r + c) for R work left at
+rate r. So the completion-time utility sees JCT + c, and a job running at rate r0 is moved or
+resized to rate r1 only if the time that saves over its remaining run exceeds the cost,
+R/r0 - R/r1 > c (with every other objective, only if the value at r' beats the value of staying;
+the cost is spread over the remaining run, not charged to one slot, because a larger ring keeps
+its speed in the slots after). A paused job that ran before pays c on every ring (it restarts
+wherever it resumes). Since the greedy starts from an empty cluster, a job committed early could
+take a running job's GPUs and force it to move; so while restarts cost, a new ring uses the GPUs
+other running jobs held last slot only where it fits nowhere else. A job displaced that way is
+re-embedded with its cost counted, but the displacing job's gain does not count it. The
+Optimus-style allocator shares the greedy, the worker bounds and both rules above.
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ from dataclasses import replace
 import numpy as np
 
 from arsched.cluster.network import Placement, intra_cap, ring_links, throughput
-from arsched.cluster.placement import FreeGPUs, random_rings, spread
+from arsched.cluster.placement import FreeGPUs, one_server, random_rings, spread, take
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
 BLANK = -1e30  # value of a paused job for the completion-time allocator
@@ -73,6 +87,9 @@ class MarginalAllocator:
         a = state.active
         self.ref = wl.gpus / wl.tau
         self.age = state.now - wl.arrival
+        restart = state.restart[a] if state.restart is not None else np.zeros(len(a))
+        self.cost = np.where(state.attained[a] > 0, restart, 0.0).tolist()  # lost if its GPUs change
+        self.prev_w = [sum(g for _, g in state.previous.get(j, ())) for j in a.tolist()]
         self.spread_bw = min(float(c.nic.min()), c.intra_bandwidth)
         cap = np.minimum(wl.max_workers[a], c.num_gpus)
         pow2 = 2 ** np.arange(int(np.log2(max(int(cap.max()), 1))) + 1)
@@ -80,7 +97,9 @@ class MarginalAllocator:
         cand = np.where(cand <= cap[:, None], cand, 0)
         cand.sort(axis=1)
         self.est_b = np.where(cand <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
-        table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), self.est_b)
+        # the table assumes a job keeps its previous ring at its previous size and moves otherwise
+        lost = np.where(cand == np.array(self.prev_w)[:, None], 0.0, np.array(self.cost)[:, None])
+        table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), self.est_b, lost)
         self.v0 = self.value(a, np.zeros(len(a)), np.full(len(a), np.inf)).tolist()
         # per job, as lists without the padding zeros (a sorted row's prefix): sizes, values, b
         zeros = (cand == 0).sum(axis=1).tolist()
@@ -88,10 +107,21 @@ class MarginalAllocator:
         self.table = [r[z:] for r, z in zip(table.tolist(), zeros, strict=True)]
         self.est_b = [r[z:] for r, z in zip(self.est_b.tolist(), zeros, strict=True)]
         self.row = {int(j): i for i, j in enumerate(a)}
+        # GPUs that running jobs held last slot, kept from other jobs while a ring fits elsewhere
+        self.claims = {j: p for j, p in state.previous.items() if self.cost[self.row[j]] > 0}
+        self.claimed = np.zeros(c.num_servers, dtype=np.int64)
+        for p in self.claims.values():
+            take(self.claimed, p, +1)
 
-    def value(self, js: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def value(
+        self, js: np.ndarray, w: np.ndarray, b: np.ndarray, lost: np.ndarray | float = 0.0
+    ) -> np.ndarray:
+        """Value of running jobs `js` on w workers at bottleneck b after `lost` seconds of restart
+        (valued at the average rate to the finish, see the module docstring)."""
         s, wl = self.s, self.s.workload
         rate = throughput(wl.tau[js], wl.grad_bytes[js], w, b, s.alpha)
+        with np.errstate(divide="ignore"):
+            rate = np.where(lost > 0, s.remaining[js] / (s.remaining[js] / rate + lost), rate)
         if self.completion:
             with np.errstate(divide="ignore"):
                 return np.where(rate > 0, -s.remaining[js] / np.maximum(rate, 1e-300), BLANK)
@@ -130,35 +160,53 @@ class MarginalAllocator:
         if len(links):
             self.residual[links] = np.maximum(self.residual[links] - r * mult, 0.0)
         self.place[j], self.resv[j] = p, resv
+        if self.claims.get(j) == p:  # back on its own GPUs: no longer to be kept from others
+            take(self.claimed, self.claims.pop(j))
 
-    def _value_at(self, j: int, need: int, b: float) -> float:
+    def _value_at(self, j: int, need: int, b: float, moved: bool) -> float:
         i = self.row[j]
         k = self.cand[i].index(need)
-        if need == 1 or b == self.est_b[i][k]:  # one worker only computes: any b is the estimate's
+        lost = self.cost[i] if moved else 0.0
+        as_table = moved != (need == self.prev_w[i]) or not self.cost[i]  # the table assumed this restart
+        if as_table and (need == 1 or b == self.est_b[i][k]):  # one worker: any b is the estimate's
             return self.table[i][k]
-        return float(self.value(np.array([j]), np.array([need]), np.array([b]))[0])
+        return float(self.value(np.array([j]), np.array([need]), np.array([b]), lost)[0])
 
     def options(self, j: int, need: int) -> Iterator[Placement]:
         """Rings to try, best first: the job's previous GPUs (no restart), else one server (best
         fit), else the fewest servers under one ToR (GADGET) and anywhere; later ones are built
-        only when an earlier one is missing."""
+        only when an earlier one is missing. While restarts cost, GPUs that other running jobs
+        held last slot are used only when the ring fits nowhere else (see the module docstring)."""
         prev, count = self.s.previous.get(j), self.gpus.count
         if prev is not None and sum(g for _, g in prev) == need and all(count[s] >= g for s, g in prev):
             yield prev
             return
-        single = self.gpus.one_server(need)
+        if self.claims:
+            avail = np.maximum(self.free - self.claimed, 0)
+            for s, g in self.claims.get(j, ()):
+                avail[s] = min(avail[s] + g, count[s])
+            if avail.sum() >= need:
+                yield from self._fresh(avail, int(avail.sum()), need, one_server(avail, need))
+                return
+        yield from self._fresh(self.free, self.gpus.total, need, self.gpus.one_server(need))
+
+    def _fresh(
+        self, free: np.ndarray, total: int, need: int, single: Placement | None
+    ) -> Iterator[Placement]:
+        """New rings on the `free` GPUs (`total` of them): `single` (one server) if there is one."""
         if single is not None:
             yield single
             return
-        if self.gpus.total < need:
+        if total < need:
             return
         if self.aware:
-            yield spread(self.free, need, self.s.cluster.group)
-        yield spread(self.free, need)
+            yield spread(free, need, self.s.cluster.group)
+        yield spread(free, need)
 
     def embed(self, j: int, need: int) -> tuple[Placement, tuple, float] | None:
         """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
         c = self.s.cluster
+        prev = self.s.previous.get(j)
         best = None
         for p in self.options(j, need):
             if self.aware:
@@ -167,7 +215,7 @@ class MarginalAllocator:
             else:
                 resv = (NO_LINKS, NO_LINKS, np.inf)
                 b = c.intra_bandwidth if len(p) == 1 else self.spread_bw
-            v = self._value_at(j, need, b)
+            v = self._value_at(j, need, b, p != prev)
             if best is None or v > best[2] + 1e-12:
                 best = (p, resv, v)
         return best
