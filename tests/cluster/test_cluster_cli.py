@@ -90,3 +90,23 @@ def test_schedulers_lists_every_scheduler_with_what_it_does(capsys):
     assert (code, err) == (0, "")
     for name, cls in SCHEDULERS.items():
         assert name in out and cls.about.split()[0] in out  # its summary, wrapped or not
+
+
+def test_elastic_and_restart_are_one_setting_for_every_scheduler(capsys):
+    base = ["cluster", "run", "--trace", TRACE, "--cluster", "star:n=4,gpus=8", "--json"]
+
+    def jct(*extra: str) -> dict[str, float]:
+        return {
+            s: json.loads(run(capsys, *base, "--scheduler", s, *extra)[1])["avg_jct_s"]
+            for s in ("gadget", "fifo")
+        }
+
+    rigid, elastic = jct(), jct("--elastic", "2")
+    assert elastic["fifo"] == rigid["fifo"]  # rigid by nature: FIFO runs every job at its request
+    assert elastic["gadget"] < rigid["gadget"]  # room to grow, used
+    assert jct("--restart", "0s") == jct("--restart", "0")  # free restarts, either spelling
+    code, out, _ = run(capsys, "cluster", "compare", "--trace", TRACE, "--cluster", CLUSTER, "--schedulers",
+                       "gadget", "--elastic", "2", "--restart", "30s")  # fmt: skip
+    assert code == 0 and "elastic 2, restart 30 s" in " ".join(out.split())
+    for bad in (["--elastic", "0"], ["--elastic", "65"], ["--restart", "-5s"]):
+        assert_one_line_error(*run(capsys, *base, *bad)[::2])
