@@ -158,7 +158,7 @@ def test_num_chunks_10_18_gets_the_validators_finite_answer(capsys):
     assert "at the end rank s0 holds chunk 3 summed over 1 of 3 ranks (missing s1, s2)" in out
     code, out, err = run(capsys, "validate", "--numeric", str(S / "one_rank_10e18_chunks.json"))
     assert (code, err) == (0, "")
-    assert "1 ranks x 1000000000000000000 chunks match the true sum" in out
+    assert "1 ranks x 1000000000000000000 chunks match the true AllReduce result" in out
 
 
 def test_a_link_of_1e_300_beside_normal_ones_has_a_finite_bound(capsys):

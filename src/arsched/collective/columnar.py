@@ -52,7 +52,8 @@ def dumps_columnar(schedule: Schedule) -> bytes:
     header = {
         "format": FORMAT,
         "encoding": "columnar",
-        "collective": "allreduce",
+        "collective": s.collective,
+        **({"root": s.root} if s.root is not None else {}),
         "algorithm": s.algorithm,
         "topology": to_dict(s.topology),
         "ranks": list(s.ranks),
@@ -161,4 +162,6 @@ def _with_columns(skeleton: Schedule, a: dict[str, np.ndarray], where: str) -> S
         paths=paths,
         algorithm=skeleton.algorithm,
         meta=skeleton.meta,
+        collective=skeleton.collective,
+        root=skeleton.root,
     )

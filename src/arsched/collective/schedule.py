@@ -1,9 +1,10 @@
-"""The AllReduce schedule IR: `Transfer` rows, stored column-wise in a `Schedule`.
+"""The schedule IR: `Transfer` rows, stored column-wise in a `Schedule`.
 
-Semantics (design §3.3, fixed): every rank holds one buffer per chunk, initially its own data.
-Transfers are grouped in steps; within a step every transfer reads its source buffer as it was
-at the start of the step. `reduce` adds the payload into the destination buffer, `copy`
-replaces it. At the end every rank must hold the sum of all ranks' data in every chunk.
+Semantics (design §3.3, fixed): every rank holds one buffer per chunk. Transfers are grouped in
+steps; within a step every transfer reads its source buffer as it was at the start of the
+step. `reduce` adds the payload into the destination buffer, `copy` replaces it. What the
+buffers hold before and must hold after is the collective's (`kinds`): for AllReduce, the
+default, each starts with its rank's data and ends with the sum over all ranks.
 
 A schedule keeps its transfers as numpy columns (step, chunk, src, dst, op, path id) and a
 table of distinct paths, because schedules of millions of transfers are common (a ring over
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from arsched.collective.kinds import Collective
 from arsched.errors import ScheduleFormatError
 from arsched.topology.core import Topology, is_int
 
@@ -39,7 +41,8 @@ class Transfer:
 
 @dataclass(eq=False)
 class Schedule:
-    """An AllReduce of `nbytes` per rank over `ranks`, split into `num_chunks` equal chunks.
+    """A collective (`collective`, default AllReduce; `root` a rank for broadcast and reduce) of
+    `nbytes` per rank over `ranks`, split into `num_chunks` equal chunks.
 
     Column arrays, one entry per transfer: `step`, `chunk`, `src`/`dst` (node indices into
     `topology.compiled.node_ids`), `op` (0 reduce, 1 copy) and `path_id` (into `paths`).
@@ -60,6 +63,8 @@ class Schedule:
     paths: tuple[tuple[str, ...], ...]
     algorithm: str = "custom"
     meta: dict[str, Any] = field(default_factory=dict)
+    collective: str = "allreduce"
+    root: str | None = None
 
     def __post_init__(self) -> None:
         self.ranks = tuple(self.ranks)
@@ -89,8 +94,15 @@ class Schedule:
         return len(np.unique(self.step))
 
     @property
+    def kind(self) -> Collective:
+        """The collective with the root as a rank index (-1 for a root that is not a rank)."""
+        root = None if self.root is None else (self.ranks.index(self.root) if self.root in self.ranks else -1)
+        return Collective(self.collective, self.num_ranks, self.num_chunks, root)
+
+    @property
     def chunk_bytes(self) -> float:
-        return self.nbytes / self.num_chunks
+        per_buffer = self.kind.per_buffer if self.collective == "alltoall" else self.num_chunks
+        return self.nbytes / max(per_buffer, 1)
 
     @property
     def rank_nodes(self) -> np.ndarray:
@@ -130,7 +142,10 @@ class Schedule:
     def __repr__(self) -> str:
         return (
             f"Schedule({self.algorithm!r} on {self.topology.name}, ranks={self.num_ranks}, "
-            f"bytes={self.nbytes:g}, chunks={self.num_chunks}, transfers={len(self)})"
+            f"bytes={self.nbytes:g}, chunks={self.num_chunks}, transfers={len(self)}"
+            + ("" if self.collective == "allreduce" else f", {self.collective}")
+            + ("" if self.root is None else f", root={self.root}")
+            + ")"
         )
 
     # ---- construction --------------------------------------------------------------------------
@@ -144,12 +159,16 @@ class Schedule:
         transfers: Iterable[Transfer | dict[str, Any]],
         algorithm: str = "custom",
         meta: dict[str, Any] | None = None,
+        collective: str = "allreduce",
+        root: str | None = None,
     ) -> Schedule:
         """A schedule from Transfer objects (or dicts with the same keys).
 
         A transfer without a path takes the topology's default route.
         """
-        b = ScheduleBuilder(topology, ranks, nbytes, num_chunks, algorithm, meta)
+        b = ScheduleBuilder(
+            topology, ranks, nbytes, num_chunks, algorithm, meta, collective=collective, root=root
+        )
         for i, t in enumerate(transfers):
             if isinstance(t, dict):
                 try:
@@ -186,9 +205,12 @@ class ScheduleBuilder:
         algorithm: str = "custom",
         meta: dict[str, Any] | None = None,
         spread: bool = False,
+        collective: str = "allreduce",
+        root: str | None = None,
     ) -> None:
         self.topology = topology
         self.spread = spread
+        self.collective, self.root = collective, root
         self.ranks = tuple(topology.servers if ranks is None else ranks)
         try:
             self.nbytes = float(nbytes)
@@ -336,4 +358,6 @@ class ScheduleBuilder:
             paths=tuple(self._path_ids),
             algorithm=self.algorithm,
             meta=self.meta,
+            collective=self.collective,
+            root=self.root,
         )

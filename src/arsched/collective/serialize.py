@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from arsched.collective.kinds import NAMES
 from arsched.collective.schedule import OPS, Schedule
 from arsched.errors import ScheduleFormatError, TopologyError
 from arsched.fileio import parse_json, read_text, write_atomic
@@ -50,7 +51,8 @@ def dumps(schedule: Schedule) -> str:
     )
     parts = [
         f'"format": {json.dumps(FORMAT)}',
-        '"collective": "allreduce"',
+        f'"collective": {json.dumps(s.collective)}',
+        *([f'"root": {json.dumps(s.root)}'] if s.root is not None else []),
         f'"algorithm": {json.dumps(s.algorithm)}',
         '"topology": {'
         + f'"name": {json.dumps(topo["name"])},\n'
@@ -76,10 +78,13 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
         raise ScheduleFormatError(f"{where} must be a JSON object")
     if obj.get("format") != FORMAT:
         raise ScheduleFormatError(f"{where} has format {obj.get('format')!r}; expected {FORMAT!r}")
-    if obj.get("collective", "allreduce") != "allreduce":
+    collective, root = obj.get("collective", "allreduce"), obj.get("root")
+    if collective not in NAMES:
         raise ScheduleFormatError(
-            f"{where} is a {obj.get('collective')!r} schedule; only allreduce is supported"
+            f"{where} has collective {collective!r}; it must be one of {', '.join(NAMES)}"
         )
+    if not (root is None or isinstance(root, str)):
+        raise ScheduleFormatError(f"{where} has a root that is not a node id string")
     for key, kind in (("topology", dict), ("ranks", list), ("transfers", list)):
         if not isinstance(obj.get(key), kind):
             raise ScheduleFormatError(f"{where} has no {key!r} {kind.__name__.replace('dict', 'object')}")
@@ -147,6 +152,8 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
         paths=tuple(path_ids),
         algorithm=str(obj.get("algorithm", "custom")),
         meta=meta if isinstance(meta, dict) else {},
+        collective=collective,
+        root=root,
     )
 
 

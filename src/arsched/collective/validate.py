@@ -1,13 +1,16 @@
-"""The validator: proves a schedule computes the AllReduce sum under the design §3.3 semantics.
+"""The validator: proves a schedule computes its collective under the design §3.3 semantics.
 
 `validate` is symbolic: every buffer (rank, chunk) carries the set of ranks whose data it
-holds, as a row of 64-bit words, and each step is applied with numpy over all its transfers at
-once (gather payloads at the start of the step, OR the reduces grouped by destination,
-overwrite the copies). A double count shows up as a popcount that does not add up. The first
-violation is reported in plain words; a million transfers take about a second.
+holds, as a row of 64-bit words, plus one bit for data nobody provided (a buffer that starts
+with nothing usable, `kinds.NOTHING`), and each step is applied with numpy over all its
+transfers at once (gather payloads at the start of the step, OR the reduces grouped by
+destination, overwrite the copies). A double count shows up as a popcount that does not add
+up. At the end every buffer the collective's goal names must hold exactly that: the sum over
+all ranks, or one rank's data. The first violation is reported in plain words; a million
+transfers take about a second.
 
-`numeric_check` runs the schedule on random float64 vectors and compares with the true sum:
-an independent second opinion on the same semantics.
+`numeric_check` runs the schedule on random float64 vectors (NaN where a buffer starts with
+nothing usable) and compares with the true sums: an independent second opinion.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arsched.collective.kinds import EVERYONE, NOTHING, Collective
 from arsched.collective.schedule import COPY, OPS, Schedule
 from arsched.errors import ArschedError
 
 
 class InvalidScheduleError(ArschedError):
-    """A schedule violates the AllReduce semantics; the message names the first violation."""
+    """A schedule violates its collective's semantics; the message names the first violation."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,11 @@ def _check_header(s: Schedule) -> ValidationReport | None:
         return _fail(s, "bad-chunks", None, f"num_chunks is {s.num_chunks}; it must be at least 1")
     if not (s.nbytes > 0 and np.isfinite(s.nbytes)):
         return _fail(s, "bad-bytes", None, f"bytes is {s.nbytes}; it must be a positive number")
+    if s.root is not None and s.root not in s.ranks:
+        return _fail(s, "bad-root", None, f"the root {s.root} is not one of the ranks")
+    problem = s.kind.problem()
+    if problem is not None:
+        return _fail(s, "bad-collective", None, problem)
     return None
 
 
@@ -151,9 +160,16 @@ def _names(s: Schedule, words: np.ndarray) -> str:
 
 
 def _apply_step(
-    s: Schedule, rows: np.ndarray, src_buf: np.ndarray, dst_buf: np.ndarray, state: np.ndarray
+    s: Schedule,
+    rows: np.ndarray,
+    src_buf: np.ndarray,
+    dst_buf: np.ndarray,
+    state: np.ndarray,
+    data: np.ndarray | None = None,
 ) -> ValidationReport | None:
-    """Apply one step to the symbolic state, or report its first violation (stored order)."""
+    """Apply one step to the symbolic state, or report its first violation (stored order).
+    `data` masks the ranks' bits where the state may also carry the nothing-usable bit: adding
+    unusable data twice is no double count (it is caught at the end, wherever it lands)."""
     payload = state[src_buf]
     is_copy = s.op[rows] == COPY
     if is_copy.any():
@@ -180,8 +196,12 @@ def _apply_step(
     union = np.bitwise_or.reduceat(r_pay[order], starts, axis=0)
     groups = sd[starts]
     before = state[groups]
-    added = np.add.reduceat(_popcount(r_pay[order]), starts)
-    bad = _popcount(union | before) != _popcount(before) + added
+    if data is None:
+        added = np.add.reduceat(_popcount(r_pay[order]), starts)
+        bad = _popcount(union | before) != _popcount(before) + added
+    else:
+        added = np.add.reduceat(_popcount(r_pay[order] & data), starts)
+        bad = _popcount((union | before) & data) != _popcount(before & data) + added
     if not bad.any():
         state[groups] = union | before
         state[dst_buf[is_copy]] = payload[is_copy]
@@ -191,8 +211,9 @@ def _apply_step(
     for g in np.flatnonzero(bad):
         acc = state[groups[g]].copy()
         for k in np.sort(np.flatnonzero(r_dst == groups[g])):
-            if (acc & r_pay[k]).any():
-                culprits.append((int(r_rows[k]), acc & r_pay[k]))
+            overlap = acc & r_pay[k] if data is None else acc & r_pay[k] & data
+            if overlap.any():
+                culprits.append((int(r_rows[k]), overlap))
                 break
             acc |= r_pay[k]
     i, overlap = min(culprits, key=lambda x: x[0])
@@ -212,7 +233,8 @@ class _Layout:
     The state holds every chunk while there are no more chunks than transfers (positions are the
     chunk ids). With more chunks than transfers (a file may claim 10^18), it holds only the
     chunks some transfer touches, in id order: `ids` maps a position to its chunk id, and `gap`
-    is the first chunk no transfer touches, which keeps its own rank's data to the end."""
+    is the first chunk no transfer touches that the collective needs moved (its buffers keep
+    what they started with, short of the goal)."""
 
     src_buf: np.ndarray
     dst_buf: np.ndarray
@@ -221,6 +243,11 @@ class _Layout:
     ids: np.ndarray | None = None
     gap: int | None = None
 
+    @property
+    def chunk_ids(self) -> np.ndarray:
+        """The chunk id of every position."""
+        return np.arange(self.chunks) if self.ids is None else self.ids
+
     def row(self, rank: int, chunk: int) -> int | None:
         """The state row of buffer (rank, chunk id); None for a chunk no transfer touches."""
         if self.ids is None:
@@ -228,15 +255,18 @@ class _Layout:
         k = int(np.searchsorted(self.ids, chunk))
         return rank * self.chunks + k if k < len(self.ids) and self.ids[k] == chunk else None
 
-    def first_short(self, short: np.ndarray, n: int) -> tuple[int, int] | None:
-        """(rank, chunk id) of the first buffer, rank-major, that lacks data: a row of the state
-        flagged in `short`, or an untouched chunk (short of data when there are two ranks)."""
+    def first_short(self, short: np.ndarray, kind: Collective) -> tuple[int, int] | None:
+        """(rank, chunk id) of the first buffer, rank-major, that misses its goal: a row of the
+        state flagged in `short`, or (the first rank that misses it, `gap`)."""
         row = _first(short)
         found = None if row is None else divmod(row, self.chunks)
         if found is not None and self.ids is not None:
             found = (found[0], int(self.ids[found[1]]))
-        if self.gap is not None and n > 1 and (found is None or (0, self.gap) < found):
-            found = (0, self.gap)
+        if self.gap is not None:
+            one = np.array([self.gap])
+            rank = _first((kind.goal(one) != NOTHING) & (kind.goal(one) != kind.start(one)))
+            if rank is not None and (found is None or (rank, self.gap) < found):
+                found = (rank, self.gap)
         return found
 
 
@@ -246,8 +276,7 @@ def _layout(s: Schedule) -> _Layout:
     if s.num_chunks > len(s):
         ids, chunk = np.unique(s.chunk, return_inverse=True)
         chunks = len(ids)
-        gap = _first(ids != np.arange(chunks))
-        gap = chunks if gap is None else gap
+        gap = s.kind.first_unmoved(ids)
     order = np.argsort(s.step, kind="stable")
     steps = s.step[order]
     cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1
@@ -261,90 +290,125 @@ def _layout(s: Schedule) -> _Layout:
     )
 
 
+def _bits(who: np.ndarray, n: int, words: int) -> np.ndarray:
+    """Rows of bit sets: rank r's bit for `who` = r, every rank's for EVERYONE, bit n (data
+    nobody provided) for NOTHING."""
+    out = np.zeros((len(who), words), dtype=np.uint64)
+    one = who >= 0
+    pos = np.where(one, who, n)
+    single = one | (who == NOTHING)
+    out[np.flatnonzero(single), pos[single] // 64] = np.left_shift(
+        np.uint64(1), (pos[single] % 64).astype(np.uint64)
+    )
+    out[who == EVERYONE] = _everyone(n, words)
+    return out
+
+
+def _everyone(n: int, words: int) -> np.ndarray:
+    """The bit set of all n ranks."""
+    full = np.zeros(words, dtype=np.uint64)
+    full_bits = np.packbits(np.ones(n, dtype=np.uint8), bitorder="little")
+    full.view(np.uint8)[: len(full_bits)] = full_bits
+    return full
+
+
 def validate(schedule: Schedule) -> ValidationReport:
     """Check a schedule symbolically; the report names the first violation or says it is valid."""
     s = schedule
     problem = _static_problem(s)
     if problem is not None:
         return problem
-    n = s.num_ranks
-    words = (n + 63) // 64
+    n, kind = s.num_ranks, s.kind
     lay = _layout(s)
-    src_all, dst_all, step_rows, chunks = lay.src_buf, lay.dst_buf, lay.step_rows, lay.chunks
-    state = np.zeros((n * chunks, words), dtype=np.uint64)
-    owner = np.repeat(np.arange(n), chunks)
-    state[np.arange(n * chunks), owner // 64] = np.left_shift(np.uint64(1), (owner % 64).astype(np.uint64))
-    for rows in step_rows:
-        problem = _apply_step(s, rows, src_all[rows], dst_all[rows], state)
+    ids = lay.chunk_ids
+    start = kind.start(ids)
+    unusable = bool((start == NOTHING).any())
+    words = (n + unusable + 63) // 64  # the ranks' bits, and the nothing-usable bit where needed
+    state = _bits(start.ravel(), n, words)
+    data = _everyone(n, words) if unusable else None
+    for rows in lay.step_rows:
+        problem = _apply_step(s, rows, lay.src_buf[rows], lay.dst_buf[rows], state, data)
         if problem is not None:
             return problem
-    full = np.zeros(words, dtype=np.uint64)
-    full_bits = np.packbits(np.ones(n, dtype=np.uint8), bitorder="little")
-    full.view(np.uint8)[: len(full_bits)] = full_bits
-    incomplete = lay.first_short((state != full).any(axis=1), n)
-    if incomplete is not None:
-        r, ch = incomplete
+    goal = kind.goal(ids).ravel()
+    short = (goal == EVERYONE) & (state != _everyone(n, words)).any(axis=1)
+    one = np.flatnonzero(goal >= 0)
+    short[one] = (state[one] != _bits(goal[one], n, words)).any(axis=1)
+    missed = lay.first_short(short, kind)
+    if missed is not None:
+        r, ch = missed
         row = lay.row(r, ch)
-        if row is None:  # a chunk no transfer touches: its own rank's data only
-            held = np.zeros(words, dtype=np.uint64)
-            held[r // 64] = np.uint64(1) << np.uint64(r % 64)
-        else:
-            held = state[row]
-        have = int(_popcount(held))
-        missing = full & ~held
-        return _fail(
-            s,
-            "incomplete",
-            None,
-            f"at the end rank {s.ranks[r]} holds chunk {ch} summed over {have} of {n} ranks "
-            f"(missing {_names(s, missing)})",
-        )
-    n_steps = len(step_rows)
+        one = np.array([ch])
+        held = _bits(kind.start(one)[r], n, words)[0] if row is None else state[row]
+        return _fail(s, "incomplete", None, _shortfall(s, r, ch, held, int(kind.goal(one)[r, 0]), words))
+    steps = len(lay.step_rows)
     return ValidationReport(
         True,
-        f"valid AllReduce: {n} ranks, {s.num_chunks} chunks, {len(s)} transfers in {n_steps} steps",
+        f"valid {kind.title}: {n} ranks, {s.num_chunks} chunks, {len(s)} transfers in {steps} steps",
         None,
         None,
         len(s),
-        n_steps,
+        steps,
     )
 
 
+def _shortfall(s: Schedule, r: int, ch: int, held: np.ndarray, goal: int, words: int) -> str:
+    """What buffer (rank r, chunk ch) holds at the end instead of its goal, in words. A goal of
+    one rank's data can only be missed by holding unusable data: no other rank ever holds data
+    of that chunk (`kinds`), and no buffer is ever empty."""
+    n = s.num_ranks
+    where = f"at the end rank {s.ranks[r]} holds chunk {ch}"
+    if goal == EVERYONE:
+        missing = _everyone(n, words) & ~held
+        return f"{where} summed over {int(_popcount(held))} of {n} ranks (missing {_names(s, missing)})"
+    return f"{where} with data that no rank provided (a buffer that started with nothing usable)"
+
+
 def numeric_check(schedule: Schedule, seed: int = 0, width: int = 2, rtol: float = 1e-9) -> ValidationReport:
-    """Execute the schedule on random float64 data and compare every buffer with the true sum.
+    """Execute the schedule on random float64 data and compare every buffer with its goal.
 
     Applies the same step semantics with real numbers (reads at the start of a step, reduces
-    add, copies overwrite); static problems (bad paths, ranks) are reported as by `validate`.
+    add, copies overwrite; a buffer that starts with nothing usable holds NaN); static problems
+    (bad paths, ranks) are reported as by `validate`.
     """
     s = schedule
     problem = _static_problem(s)
     if problem is not None:
         return problem
-    n = s.num_ranks
+    n, kind = s.num_ranks, s.kind
     lay = _layout(s)
-    src_all, dst_all, step_rows, chunks = lay.src_buf, lay.dst_buf, lay.step_rows, lay.chunks
+    ids = lay.chunk_ids
     rng = np.random.default_rng(seed)
-    data = rng.standard_normal((n * chunks, width))
-    buf = data.copy()
-    truth = data.reshape(n, chunks, width).sum(axis=0)
-    scale = np.abs(data).reshape(n, chunks, width).sum(axis=0)
-    for rows in step_rows:
-        payload = buf[src_all[rows]]
+    data = rng.standard_normal((n, lay.chunks, width))
+    start, goal = kind.start(ids), kind.goal(ids)
+    unusable = start == NOTHING
+    buf = (np.where(unusable[..., None], np.nan, data) if unusable.any() else data.copy()).reshape(-1, width)
+    for rows in lay.step_rows:
+        payload = buf[lay.src_buf[rows]]
         is_copy = s.op[rows] == COPY
-        np.add.at(buf, dst_all[rows][~is_copy], payload[~is_copy])
-        buf[dst_all[rows][is_copy]] = payload[is_copy]
-    err = np.abs(buf.reshape(n, chunks, width) - truth[None]) > rtol * (scale[None] + 1e-300) * n
-    wrong = lay.first_short(err.any(axis=2).ravel(), n)
-    if wrong is not None:
-        r, ch = wrong
+        np.add.at(buf, lay.dst_buf[rows][~is_copy], payload[~is_copy])
+        buf[lay.dst_buf[rows][is_copy]] = payload[is_copy]
+    out = buf.reshape(n, lay.chunks, width)
+    every = goal == EVERYONE
+    close = np.ones(goal.shape, dtype=bool)  # NaN compares false: unusable data is never close
+    if every.any():
+        near = np.abs(out - data.sum(axis=0)) <= rtol * (np.abs(data).sum(axis=0) + 1e-300) * n
+        close[every] = near.all(axis=2)[every]
+    r, c = np.nonzero(goal >= 0)
+    g = goal[r, c]
+    close[r, c] = (np.abs(out[r, c] - data[g, c]) <= rtol * (np.abs(data[g, c]) + 1e-300) * n).all(axis=1)
+    wrong = (goal != NOTHING) & ~close
+    found = lay.first_short(wrong.ravel(), kind)
+    if found is not None:
+        r, ch = found
         return _fail(s, "wrong-sum", None, f"at the end rank {s.ranks[r]} holds a wrong sum in chunk {ch}")
     return ValidationReport(
         True,
-        f"numeric check passed: {n} ranks x {s.num_chunks} chunks match the true sum",
+        f"numeric check passed: {n} ranks x {s.num_chunks} chunks match the true {kind.title} result",
         None,
         None,
         len(s),
-        len(step_rows),
+        len(lay.step_rows),
     )
 
 
