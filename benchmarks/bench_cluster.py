@@ -1,19 +1,26 @@
-"""GADGET and the baselines on traces, in the reserved and shared network modes; speed; ILP ratio.
+"""GADGET and the baselines on traces, every scheduler under the same settings; speed; ILP ratio.
+
+Every comparison runs all schedulers with one elasticity setting (`elastic`: a job may grow to
+elastic x its request; FIFO, SJF and Tiresias stay at the request whatever it is) and one restart
+cost (by default each model's checkpoint save + reload + relaunch, `arsched.cluster.models`).
 
 1. The Tiresias 60-job trace on its 16-server x 4-GPU spec, as recorded and with arrivals
    compressed 4x (`--arrival-scale 0.25`: the recorded trace offers the cluster ~23 % load, too
    little to separate schedulers), and a 1,000-job synthetic Philly-like trace on a leaf-spine of
    64 servers x 8 GPUs (8 leaves, 4 spines, 100 Gb/s), every scheduler, objective `jct`, in
    `reserved` and `shared` modes, plus `ideal` (each ring alone) to show how much contention
-   costs each scheduler's decisions under real sharing. Every run goes to completion (or the
-   simulator's horizon; the `done` column counts finished jobs).
-2. GADGET on the 1,000-job trace under each objective (reserved mode).
-3. Wall time of every scheduler on the 1,000-job trace per mode (target: < 60 s), and GADGET's
+   costs each scheduler's decisions under real sharing; all of it rigid (elastic 1) and elastic
+   (elastic 2), then GADGET's lead over the best baseline per setting.
+2. Restart-cost sensitivity: the 1,000-job trace, shared mode, every scheduler but the random
+   ablation at fixed restart costs 0-120 s, rigid and elastic.
+3. GADGET on the 1,000-job trace under each objective (reserved mode, elastic 2).
+4. Wall time of every scheduler on the 1,000-job trace per mode (target: < 60 s), and GADGET's
    decision time for one slot with 1,000 active jobs on 512 servers x 8 GPUs (target <= 50 ms).
-4. GADGET's summed slot gain over the exact ILP optimum (HiGHS) on random small instances: 60 on
+5. GADGET's summed slot gain over the exact ILP optimum (HiGHS) on random small instances: 60 on
    one switch, 40 on two-leaf leaf-spines.
 
-Run: python benchmarks/bench_cluster.py
+Run: python benchmarks/bench_cluster.py [--quick]   (--quick: 200 jobs, fewer ILP instances,
+printed only, docs/results.md left alone)
 """
 
 from __future__ import annotations
@@ -36,15 +43,20 @@ from _table import markdown, publish
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LEAFSPINE = "leafspine:leaves=8,spines=4,servers_per_leaf=8,gpus=8"
 MODES = ("reserved", "shared", "ideal")
+ELASTIC = ((1, "rigid: elastic 1"), (2, "elastic 2"))
+RESTARTS = (0.0, 15.0, 30.0, 60.0, 120.0)
+RIGID = ("fifo", "sjf", "tiresias")  # rigid by nature: the elasticity setting leaves them alone
+BASELINES = ("fifo", "sjf", "tiresias", "optimus")  # what GADGET's lead is measured against
 
 
-def run_trace(wl, cl):
-    """Every scheduler in every mode: rows of results and wall times per mode."""
-    results, walls = {}, {m: 0.0 for m in MODES}
-    for mode in MODES:
-        for name in SCHEDULERS:
+def run_trace(wl, cl, config: SimConfig = SimConfig(), modes=MODES, names=tuple(SCHEDULERS)):
+    """Every scheduler in every mode under one config: results and wall times per mode."""
+    results, walls = {}, dict.fromkeys(modes, 0.0)
+    for mode in modes:
+        for name in names:
             t0 = time.perf_counter()
-            results[name, mode] = simulate(wl, cl, get_scheduler(name), SimConfig(network=mode))
+            cfg = SimConfig(network=mode, restart=config.restart, objective=config.objective)
+            results[name, mode] = simulate(wl, cl, get_scheduler(name), cfg)
             walls[mode] += time.perf_counter() - t0
     return results, walls
 
@@ -56,21 +68,44 @@ def table(results) -> str:
             r = results[name, mode]
             blind = results[name, "ideal"]
             rows.append([
-                name, mode, f"{r.finished}/{r.jobs}", f"{r.avg_jct_s:.0f}", f"{r.p95_jct_s:.0f}",
-                f"{r.makespan_s:.0f}", len(r.slot_starts), f"{r.total_utility:.1f}",
-                f"{r.gpu_utilization:.3f}", f"{r.jain_index:.3f}", f"{r.avg_jct_s / blind.avg_jct_s:.2f}",
-                f"{r.scheduler_s_per_slot * 1e3:.2f}",
+                name + (" (rigid)" if name in RIGID else ""), mode, f"{r.finished}/{r.jobs}",
+                f"{r.avg_jct_s:.0f}", f"{r.p95_jct_s:.0f}", f"{r.makespan_s:.0f}", len(r.slot_starts),
+                f"{r.total_utility:.1f}", f"{r.gpu_utilization:.3f}", f"{r.jain_index:.3f}", r.restarts,
+                f"{r.avg_jct_s / blind.avg_jct_s:.2f}", f"{r.scheduler_s_per_slot * 1e3:.2f}",
             ])  # fmt: skip
     return markdown(
         ["scheduler", "network", "done", "avg JCT s", "p95 JCT s", "makespan s", "slots", "utility (jct)",
-         "GPU util", "Jain", "avg JCT / ideal", "ms/slot"], rows,
+         "GPU util", "Jain", "restarts", "avg JCT / ideal", "ms/slot"], rows,
     )  # fmt: skip
 
 
+def lead(setting: str, results) -> list[list[str]]:
+    """GADGET's average JCT against the best baseline's, per network mode (negative: GADGET ahead)."""
+    rows = []
+    for mode in ("reserved", "shared"):
+        g = results["gadget", mode].avg_jct_s
+        best = min(BASELINES, key=lambda n: results[n, mode].avg_jct_s)
+        b = results[best, mode].avg_jct_s
+        rows.append([setting, mode, f"{g:.0f}", f"{best} {b:.0f}", f"{(g / b - 1) * 100:+.0f} %"])
+    return rows
+
+
+def sensitivity(wl, cl, elastic: int) -> list[list[str]]:
+    """Average JCT (and restarts) of every scheduler but the random ablation per fixed restart cost."""
+    names = [n for n in SCHEDULERS if n != "random"]
+    runs = {c: run_trace(wl, cl, SimConfig(restart=c), ("shared",), names)[0] for c in RESTARTS}
+    return [
+        [f"{name}{' (rigid)' if name in RIGID else ''}", f"{elastic}"]
+        + [f"{runs[c][name, 'shared'].avg_jct_s:.0f} ({runs[c][name, 'shared'].restarts})" for c in RESTARTS]
+        for name in names
+    ]
+
+
 def decision_time() -> tuple[float, float, int]:
-    """GADGET's decision for 1,000 active jobs on 512 servers x 8 GPUs: best and median of 5."""
+    """GADGET's decision for 1,000 active jobs (elastic 2, none running yet) on 512 servers x 8
+    GPUs: best and median of 5."""
     cl = parse_cluster("leafspine:leaves=32,spines=8,servers_per_leaf=16,gpus=8")
-    wl = synthetic(1000, seed=5)
+    wl = synthetic(1000, seed=5, elastic=2)
     st = SlotState(float(wl.arrival.max()), 60.0, np.arange(len(wl)), wl.work.copy(), np.zeros(len(wl)), {},
                    wl, cl, Objective("jct"), 5e-6, 0)  # fmt: skip
     g = get_scheduler("gadget")
@@ -107,36 +142,55 @@ def objectives(wl, cl) -> str:
     )
 
 
-def main() -> None:
-    sections = []
-    wl60, _ = load_trace(str(DATA / "tiresias_60_job.csv"))
+def main(quick: bool = False) -> None:
+    jobs, ilp_counts = (200, (10, 5)) if quick else (1000, (60, 40))
+    sections, leads, speed_rows = [], [], []
     spec60 = parse_cluster(str(DATA / "tiresias_cluster_spec.csv"))
-    for scale, what in ((1.0, "as recorded"), (0.25, "arrivals compressed 4x (--arrival-scale 0.25)")):
-        res60, _ = run_trace(wl60.scale_arrivals(scale), spec60)
-        sections.append(
-            f"**Tiresias 60-job trace, {what}, 16 servers x 4 GPUs (one switch)**\n\n" + table(res60)
-        )
-    wl1k = synthetic(1000, seed=1)
     cl1k = parse_cluster(LEAFSPINE)
-    res1k, walls = run_trace(wl1k, cl1k)
-    sections.append("**Synthetic Philly-like 1,000 jobs (seed 1), 64 servers x 8 GPUs, leaf-spine 8x4**\n\n"
-                    + table(res1k))  # fmt: skip
-    sections.append("**GADGET's objectives on the 1,000-job trace (reserved)**: each run scored by its own "
-                    "objective's total utility (`loss`: the concave loss curve 1/(9x+1))\n\n"
-                    + objectives(wl1k, cl1k))  # fmt: skip
-    best, med, placed = decision_time()
-    speed = markdown(
-        ["measure", "value", "target"],
-        [[f"all 6 schedulers to completion, 1,000 jobs, 64x8 GPUs, {m} mode (s)", f"{walls[m]:.1f}", "< 60"]
-         for m in MODES]
-        + [[f"GADGET decision, 1,000 active jobs, 512x8 GPUs ({placed} placed), best/median of 5 (ms)",
-            f"{best * 1e3:.0f} / {med * 1e3:.0f}", "<= 50"]],
+    for elastic, what in ELASTIC:
+        wl60, _ = load_trace(str(DATA / "tiresias_60_job.csv"), elastic=elastic)
+        for scale, arrivals in (
+            (1.0, "as recorded"),
+            (0.25, "arrivals compressed 4x (--arrival-scale 0.25)"),
+        ):
+            res60, _ = run_trace(wl60.scale_arrivals(scale), spec60)
+            sections.append(f"**Tiresias 60-job trace, {arrivals}, 16 servers x 4 GPUs (one switch); {what}, "
+                            "restart per model**\n\n" + table(res60))  # fmt: skip
+            leads += lead(f"Tiresias 60 jobs, {arrivals.split(' (')[0]}, {what}", res60)
+        wl1k = synthetic(jobs, seed=1, elastic=elastic)
+        res1k, walls = run_trace(wl1k, cl1k)
+        sections.append(f"**Synthetic Philly-like {jobs:,} jobs (seed 1), 64 servers x 8 GPUs, leaf-spine "
+                        f"8x4; {what}, restart per model**\n\n" + table(res1k))  # fmt: skip
+        leads += lead(f"synthetic {jobs:,} jobs, {what}", res1k)
+        speed_rows += [[f"all 6 schedulers to completion, {jobs:,} jobs, 64x8 GPUs, {what}, {m} mode (s)",
+                        f"{walls[m]:.1f}", "< 60"] for m in MODES]  # fmt: skip
+    sections.append(
+        "**GADGET's average JCT against the best of FIFO, SJF, Tiresias and Optimus-style** (from the tables "
+        "above; negative: GADGET ahead)\n\n"
+        + markdown(["setting", "network", "GADGET avg JCT s", "best baseline, avg JCT s", "GADGET vs best"],
+                   leads)
     )  # fmt: skip
-    sections.append("**Speed**\n\n" + speed)
+    sens = []
+    for elastic, _ in ELASTIC:
+        sens += sensitivity(synthetic(jobs, seed=1, elastic=elastic), cl1k, elastic)
+    sections.append(
+        f"**Restart-cost sensitivity**: synthetic {jobs:,} jobs, shared mode, the same fixed cost for every "
+        "job and scheduler; average JCT in s (restarts). The random ablation is left out: it redraws every "
+        "ring every slot, so every running job restarts every slot\n\n"
+        + markdown(["scheduler", "elastic"] + [f"restart {c:g} s" for c in RESTARTS], sens)
+    )  # fmt: skip
+    wl2 = synthetic(jobs, seed=1, elastic=2)
+    sections.append(f"**GADGET's objectives on the {jobs:,}-job trace (reserved, elastic 2, restart per "
+                    "model)**: each run scored by its own objective's total utility (`loss`: the concave "
+                    "loss curve 1/(9x+1))\n\n" + objectives(wl2, cl1k))  # fmt: skip
+    best, med, placed = decision_time()
+    speed_rows.append([f"GADGET decision, 1,000 active jobs (elastic 2), 512x8 GPUs ({placed} placed), "
+                       "best/median of 5 (ms)", f"{best * 1e3:.0f} / {med * 1e3:.0f}", "<= 50"])  # fmt: skip
+    sections.append("**Speed**\n\n" + markdown(["measure", "value", "target"], speed_rows))
     rows = []
     cases = (
-        (False, 60, "2-4 servers x 4 GPUs, one switch (star ILP)"),
-        (True, 40, "2 leaves x 1-2 servers x 2 GPUs, 1-2 spines (ring ILP)"),
+        (False, ilp_counts[0], "2-4 servers x 4 GPUs, one switch (star ILP)"),
+        (True, ilp_counts[1], "2 leaves x 1-2 servers x 2 GPUs, 1-2 spines (ring ILP)"),
     )
     for leafspine, count, what in cases:
         ratios = []
@@ -151,20 +205,30 @@ def main() -> None:
         ["cluster", "instances", "min", "p10", "median", "mean", "share at optimum (>= 0.9999)"], rows
     )
     sections.append(
-        "**GADGET / exact slot optimum** (3-6 jobs, objective jct; the ring ILP also picks each ring's rate, "
-        "in eighths of a link, where GADGET reserves all a ring can get)\n\n" + ilp
+        "**GADGET / exact slot optimum** (3-6 jobs, each allowed twice its request, up to 8 GPUs; "
+        "objective jct; no restart; the ring ILP also picks each ring's rate, in eighths of a link, where "
+        "GADGET reserves all a ring can get)\n\n" + ilp
     )
-    publish(
-        "Cluster scheduling (GADGET and baselines)",
-        "`benchmarks/bench_cluster.py`. JCT in seconds; utility is the sum of sigmoid completion-time "
-        "utilities; 'avg JCT / ideal' is the scheduler's average JCT in that mode over its average JCT when "
-        "every ring has the network to itself (the contention-blind view): what link contention costs "
-        "its decisions. Every run goes until its last job finishes ('slots' simulated); GADGET, Optimus and "
-        "the random ablation run a job older than 10x its compute-only duration first (anti-starvation). "
-        "The random ablation keeps GADGET's worker counts but draws every ring's GPUs at random each slot.",
-        "\n\n".join(sections),
+    intro = (
+        "`benchmarks/bench_cluster.py`. GADGET here is our reconstruction from the paper's abstract and "
+        "secondary sources (every constant ours). Every table runs all schedulers under one elasticity "
+        "setting (elastic N: every job may grow to N x its request; FIFO, SJF and Tiresias are rigid by "
+        "nature and run every job at its request whatever N; GADGET, Optimus-style and the random ablation "
+        "may also run a job on fewer GPUs) and one restart cost (unless a table says otherwise, per model: a "
+        "checkpoint of 12 bytes per parameter saved and reloaded at 1 GB/s plus a 10 s relaunch, 10-18.5 s; "
+        "charged whenever a job that ran before gets other GPUs, is resized or resumes after a pause). JCT in"
+        " seconds; utility is the sum of sigmoid completion-time utilities; 'restarts' counts the restarts "
+        "charged; 'avg JCT / ideal' is the scheduler's average JCT in that mode over its average JCT when "
+        "every ring has the network to itself (the contention-blind view): what link contention costs its "
+        "decisions. Every run goes until its last job finishes ('slots' simulated); GADGET, Optimus and the "
+        "random ablation run a job older than 10x its compute-only duration first (anti-starvation). The "
+        "random ablation keeps GADGET's worker counts but draws every ring's GPUs at random each slot."
     )
+    if quick:
+        print(intro, *sections, sep="\n\n")
+        return
+    publish("Cluster scheduling (GADGET and baselines)", intro, "\n\n".join(sections))
 
 
 if __name__ == "__main__":
-    main()
+    main(quick="--quick" in sys.argv[1:])
