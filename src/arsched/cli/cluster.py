@@ -42,7 +42,7 @@ Restart = Annotated[
     typer.Option(
         help="Progress a job loses each time its GPUs change (moved, resized, resumed after a pause), "
         "the same for every job, e.g. 30s; 0s makes restarts free. Default: per model, its checkpoint "
-        "(12 bytes per parameter) saved and reloaded at 1 GB/s plus a 10 s relaunch (10-19 s).",
+        "(12 bytes per parameter) saved and reloaded at 1 GB/s plus a 10 s relaunch (10-18.5 s).",
         show_default=False,
     ),
 ]
