@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("units", "errors", "fileio", "defaults", "csr", "limits", "lifeline"),
     ("topology",),
     ("collective", "bounds"),
+    ("collective_bounds",),
     ("sim", "runtime"),
     ("algorithms", "cluster"),
     ("rl",),

@@ -56,7 +56,7 @@ class CutBound:
     maxflows: int  # max-flow computations used
 
 
-def _ranks(topology: Topology, ranks: Sequence[str] | None) -> tuple[str, ...]:
+def bound_ranks(topology: Topology, ranks: Sequence[str] | None) -> tuple[str, ...]:
     rs = tuple(topology.servers if ranks is None else ranks)
     if len(set(rs)) != len(rs):
         raise BoundError("the ranks for a bound contain a duplicate")
@@ -68,7 +68,7 @@ def _ranks(topology: Topology, ranks: Sequence[str] | None) -> tuple[str, ...]:
     return rs
 
 
-def _integer_capacities(bw: np.ndarray) -> tuple[np.ndarray, bool]:
+def integer_capacities(bw: np.ndarray) -> tuple[np.ndarray, bool]:
     """Small positive integers proportional to the bandwidths; exact if they share a unit."""
     with np.errstate(over="ignore"):
         ratios = bw / bw.min()
@@ -127,7 +127,7 @@ class _CutSearch:
         self.c = c
         self.n = c.num_nodes
         self.rank_idx = np.array([c.index[r] for r in ranks], dtype=np.int64)
-        self.caps, self.exact = _integer_capacities(c.capacity)
+        self.caps, self.exact = integer_capacities(c.capacity)
         src = self.n
         rows = np.concatenate([c.link_src, np.full(len(ranks), src)])
         cols = np.concatenate([c.link_dst, self.rank_idx])
@@ -508,7 +508,7 @@ def allgather_cut(
     `shortcuts=False` runs the plain search (no certificate, no symmetry: one max flow per
     rank and round), uncached; it returns the same cut, value and tolerance, only slower.
     """
-    rs = _ranks(topology, ranks)
+    rs = bound_ranks(topology, ranks)
     if not shortcuts:
         return _search_cut(topology, rs, shortcuts=False)
     per_topology = _CACHE.setdefault(topology, {})
@@ -576,7 +576,7 @@ _VALID_CACHE: weakref.WeakKeyDictionary[Topology, dict[tuple[str, ...], ValidBou
 
 def allreduce_lower_cut(topology: Topology, ranks: Sequence[str] | None = None) -> ValidBound:
     """The parts of `allreduce_lower_bound` and the node sets that give them (cached)."""
-    rs = _ranks(topology, ranks)
+    rs = bound_ranks(topology, ranks)
     per_topology = _VALID_CACHE.setdefault(topology, {})
     if rs not in per_topology:
         search = _CutSearch(topology, rs)
@@ -742,6 +742,19 @@ def _count_bound(topology: Topology, rank_idx: np.ndarray) -> tuple[float, int]:
     return best, best_p
 
 
+def rank_latencies(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
+    """(N, N) seconds of the fastest path's latency from rank i to rank j; a BoundError if
+    some rank cannot reach another."""
+    c = topology.compiled
+    weights = np.maximum(c.latency, 1e-300)  # csgraph drops explicit zeros
+    g = sp.csr_array((weights, (c.link_src, c.link_dst)), shape=(c.num_nodes, c.num_nodes))
+    idx = [c.index[r] for r in ranks]
+    dist = dijkstra(g, directed=True, indices=idx)[:, idx]
+    if np.isinf(dist).any():
+        raise BoundError(f"some ranks of {topology.name} cannot reach each other")
+    return np.where(dist < 1e-200, 0.0, dist)
+
+
 def latency_bound(
     topology: Topology,
     ranks: Sequence[str] | None = None,
@@ -755,16 +768,11 @@ def latency_bound(
     at least ⌈log_{k+1} N⌉ sequential transfers, each costing α plus the smallest rank-to-rank
     latency, where k is the most in-ports of any rank.
     """
-    rs = _ranks(topology, ranks)
+    rs = bound_ranks(topology, ranks)
     c = topology.compiled
-    weights = np.maximum(c.latency, 1e-300)  # csgraph drops explicit zeros
-    g = sp.csr_array((weights, (c.link_src, c.link_dst)), shape=(c.num_nodes, c.num_nodes))
     idx = [c.index[r] for r in rs]
-    dist = dijkstra(g, directed=True, indices=idx)[:, idx]
+    dist = rank_latencies(topology, rs)
     off = ~np.eye(len(rs), dtype=bool)
-    if np.isinf(dist[off]).any():
-        raise BoundError(f"some ranks of {topology.name} cannot reach each other")
-    dist = np.where(dist < 1e-200, 0.0, dist)
     bound = alpha + float(dist[off].max())
     if port_model:
         k = int(np.bincount(c.link_dst, minlength=c.num_nodes)[idx].max())

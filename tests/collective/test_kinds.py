@@ -257,3 +257,15 @@ def test_property_textbook_schedules_in_any_rank_order(name, seed):
         TOPO, order, s.nbytes, s.num_chunks, list(s), collective=name, root=s.root
     )
     assert validate(shuffled).ok == reference(shuffled)
+
+
+def test_export_and_runs_refuse_other_collectives_for_now():
+    from arsched.errors import ArschedError
+    from arsched.runtime.executor import run_schedule
+    from arsched.runtime.msccl_export import to_xml
+
+    s = TEXTBOOK["allgather"]()
+    with pytest.raises(ArschedError, match="AllReduce schedules only so far, not AllGather"):
+        to_xml(s)
+    with pytest.raises(ArschedError, match="computes AllGather; runs check AllReduce only"):
+        run_schedule(s)

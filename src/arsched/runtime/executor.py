@@ -114,6 +114,8 @@ def _check(schedules: Sequence[Schedule], backend: str, repeat: int, timeout: fl
     if repeat < 1 or not timeout > 0:
         raise ArschedError("repeat must be at least 1 and timeout positive")
     for s in schedules:
+        if s.collective != "allreduce":
+            raise ArschedError(f"{s.algorithm} computes {s.kind.title}; runs check AllReduce only so far")
         report = validate(s)
         if not report.ok:
             raise ArschedError(f"{s.algorithm} is not a valid AllReduce: {report.message}")

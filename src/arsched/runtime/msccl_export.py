@@ -147,6 +147,8 @@ def to_xml(
     The schedule must be valid; MscclFormatError if a thread block would exceed MSCCL's 256
     steps (use fewer chunks) or an argument is out of range.
     """
+    if schedule.collective != "allreduce":
+        raise ArschedError(f"MSCCL export writes AllReduce schedules only so far, not {schedule.kind.title}")
     report = validate(schedule)
     if not report.ok:
         raise ArschedError(f"the schedule is not a valid AllReduce: {report.message}")

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from arsched.bounds import allreduce_bound, latency_bound
 from arsched.collective.schedule import Schedule
+from arsched.collective_bounds import collective_bound
 from arsched.errors import ArschedError
 
 
@@ -43,9 +43,11 @@ class SimResult:
 
     @property
     def busbw(self) -> float:
-        """Bus bandwidth, 2(N-1)/N x algbw (NCCL's convention for AllReduce)."""
+        """Bus bandwidth, nccl-tests' convention: algbw times 2(N-1)/N for AllReduce, (N-1)/N
+        for ReduceScatter, AllGather and AllToAll, 1 for Broadcast and Reduce."""
         n = self.schedule.num_ranks
-        return 2 * (n - 1) / n * self.algbw
+        factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0, "reduce": 1.0}
+        return factor.get(self.schedule.collective, (n - 1) / n) * self.algbw
 
     @property
     def gap(self) -> float:
@@ -96,12 +98,12 @@ def check_alpha(alpha: float) -> float:
 
 
 def schedule_bound(schedule: Schedule, alpha: float, port_model: bool = False) -> float:
-    """max(bandwidth bound, latency bound) for the schedule's ranks, size and overhead."""
+    """max(bandwidth bound, latency bound) for the schedule's collective, ranks, size and
+    overhead (`collective_bounds`)."""
     s = schedule
     if s.num_ranks < 2:
         return 0.0
-    bw = allreduce_bound(s.topology, s.ranks, s.nbytes)
-    return max(bw, latency_bound(s.topology, s.ranks, alpha=alpha, port_model=port_model))
+    return collective_bound(s.topology, s.ranks, s.nbytes, s.collective, s.root, alpha, port_model)
 
 
 def link_bytes(schedule: Schedule, links: np.ndarray) -> np.ndarray:
