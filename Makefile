@@ -47,6 +47,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/pip install --quiet "ns3>=3.44"
 	$(BIN)/python benchmarks/bench_packets.py
+	@if ! $(BIN)/python -c 'from arsched.sim.fluid_peer import available; raise SystemExit(not available())'; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq python3-simgrid; \
+		else echo "not root, so SimGrid is not installed and bench_simgrid is skipped: sudo apt-get install python3-simgrid"; fi; \
+	fi
+	@if $(BIN)/python -c 'from arsched.sim.fluid_peer import available; raise SystemExit(not available())'; then \
+		$(BIN)/python benchmarks/bench_simgrid.py; fi
 	$(BIN)/python benchmarks/bench_algorithms.py
 	$(BIN)/python benchmarks/bench_packing_scale.py
 	$(BIN)/python benchmarks/bench_gpu_fabrics.py
