@@ -1,9 +1,12 @@
-"""AllReduce algorithms, registered by name: `build(name, topology, ranks, nbytes, **params)`."""
+"""Collective algorithms, registered by name:
+`build(name, topology, ranks, nbytes, collective=, root=, **params)`."""
 
 from arsched.algorithms import (  # noqa: F401  (importing a module registers its builders)
     auto,
+    composed,
     dbtree,
     dimension_ordered,
+    direct,
     greedy_trees,
     hierarchical,
     multiring,

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from arsched.algorithms import composed
 from arsched.algorithms.common import check_nbytes, check_ranks
 from arsched.algorithms.registry import NotApplicable, algorithms, get, register
 from arsched.collective.schedule import Schedule
@@ -50,8 +51,8 @@ CROWDED = 100_000  # rank pairs in one step above which a schedule is simulated 
 
 
 def _candidates(names: Sequence[str] | str | None) -> list[str]:
-    if names is None:
-        return [a.name for a in algorithms() if a.name != NAME]
+    if names is None:  # rs-ag only joins halves of the others, which auto tries whole
+        return [a.name for a in algorithms() if a.name not in (NAME, composed.NAME)]
     names = [x.strip() for x in names.split(",")] if isinstance(names, str) else list(names)
     for name in names:
         if name == NAME:

@@ -3,12 +3,14 @@ orders."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from arsched.algorithms.registry import NotApplicable
 from arsched.algorithms.routes import route
+from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
 from arsched.limits import check_schedule
 from arsched.topology.core import Topology
@@ -27,6 +29,15 @@ def check_ranks(topology: Topology, ranks: Sequence[str] | None, name: str) -> t
     return rs
 
 
+def check_root(ranks: tuple[str, ...], root: str | None, name: str) -> str:
+    """The root of a rooted collective: the given rank, or the first one by default."""
+    if root is None:
+        return ranks[0]
+    if root not in ranks:
+        raise ArschedError(f"{name}: the root {root!r} is not one of the ranks")
+    return root
+
+
 def check_nbytes(nbytes: float, name: str) -> float:
     """The vector size in bytes as a float: a positive finite number (`name` for the message)."""
     if not (float(nbytes) > 0 and np.isfinite(nbytes)):
@@ -34,17 +45,29 @@ def check_nbytes(nbytes: float, name: str) -> float:
     return float(nbytes)
 
 
-def chunk_multiple(chunks: int | None, unit: int, name: str, *, ranks: int) -> int:
+def chunk_multiple(
+    chunks: int | None, unit: int, name: str, *, ranks: int, transfers: Callable[[int], int] | None = None
+) -> int:
     """A chunk count that is a positive multiple of `unit` (default: `unit`), for a schedule
-    over `ranks` ranks that fits in the memory limit: one of so many chunks that even the
-    fewest transfers an AllReduce needs, 2(ranks − 1) per chunk, would not fit is refused
-    before anything is built (`limits.check_schedule`)."""
+    over `ranks` ranks that fits in the memory limit: one of so many chunks that its transfers
+    (`transfers(chunks)`; by default the fewest an AllReduce needs, 2(ranks − 1) per chunk)
+    would not fit is refused before anything is built (`limits.check_schedule`)."""
     if chunks is None:
         chunks = unit
     elif not (isinstance(chunks, (int, np.integer)) and chunks >= unit and chunks % unit == 0):
         raise ArschedError(f"{name}: chunks must be a positive multiple of {unit}, got {chunks!r}")
-    check_schedule(name, ranks, int(chunks))
+    check_schedule(name, ranks, int(chunks), None if transfers is None else transfers(int(chunks)))
     return int(chunks)
+
+
+def pipeline_chunks(topology: Topology, ranks: Sequence[str], nbytes: float, hops: int) -> int:
+    """Chunks for pipelining a buffer over `hops` hops in a row: c chunks take about (c + hops −
+    1)(M / (c·B) + α) with B the slowest link leaving a rank, least at c = √((hops − 1)·M /
+    (B·α)), with α the flow model's default (1 to 1,024)."""
+    c = topology.compiled
+    out = c.capacity[np.isin(c.link_src, [c.index[r] for r in ranks])]
+    best = math.sqrt(max(hops - 1, 0) * nbytes / (float(out.min()) * DEFAULT_ALPHA))
+    return int(min(max(round(best), 1), 1024))
 
 
 def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:

@@ -42,16 +42,19 @@ def evaluate(
     alpha: float | None = None,
     fifo: bool = True,
     params: dict[str, Any] | None = None,
+    collective: str = "allreduce",
+    root: str | None = None,
 ) -> Evaluation:
-    """Build one algorithm at one size (with builder `params`), validate the schedule and simulate
-    it; an algorithm that does not apply gives a row with the reason in `note`."""
+    """Build one algorithm's schedule of `collective` at one size (with builder `params`),
+    validate it and simulate it; an algorithm that does not apply gives a row with the reason
+    in `note`."""
     from arsched.collective import validate
 
     a = default_alpha(model) if alpha is None else alpha
     nan = float("nan")
     t0 = time.perf_counter()
     try:
-        schedule = build(name, topology, None, size, **(params or {}))
+        schedule = build(name, topology, None, size, collective, root, **(params or {}))
     except (NotApplicable, LimitError) as e:  # listed with the reason; the others still run
         return Evaluation(name, size, nan, None, nan, nan, nan, nan, nan, 0, str(e))
     synthesis = time.perf_counter() - t0
@@ -71,8 +74,15 @@ def evaluate_all(
     model: str = "flow",
     alpha: float | None = None,
     fifo: bool = True,
+    collective: str = "allreduce",
+    root: str | None = None,
 ) -> list[Evaluation]:
-    """Build, validate and simulate every algorithm at every size (rows in that order);
-    `fifo=False` runs the flow model with every ready transfer sent at once."""
-    names = list(names) if names else [a.name for a in algorithms()]
-    return [evaluate(topology, name, size, model, alpha, fifo) for name in names for size in sizes]
+    """Build, validate and simulate every algorithm of `collective` (default: all that build it)
+    at every size (rows in that order); `fifo=False` runs the flow model with every ready
+    transfer sent at once."""
+    names = list(names) if names else [a.name for a in algorithms(collective)]
+    return [
+        evaluate(topology, name, size, model, alpha, fifo, None, collective, root)
+        for name in names
+        for size in sizes
+    ]

@@ -2,7 +2,10 @@
 
 Other tools and scripts rely on the names (`ps`, `sharded-ps`, `ring`, `rhd`, `dbtree`, ...).
 Every builder documents its source and what it optimises; one that does not apply to a
-topology raises `NotApplicable` with one sentence.
+topology raises `NotApplicable` with one sentence. An algorithm has a builder per collective
+it computes (`register(..., collective=...)`): AllReduce's for most, ring and direct schemes
+for the others; `build(..., collective=, root=)` picks it and hands the root of a rooted
+collective to its builder.
 
 Algorithms of higher layers or other packages register through the `arsched.algorithms` entry
 point group (a module whose import registers its builders): `hrl` lives in `arsched.rl`, which
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from arsched.collective.kinds import NAMES, ROOTED, TITLES
 from arsched.collective.schedule import Schedule
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
@@ -35,20 +39,53 @@ class UnknownAlgorithm(ArschedError):
 
 @dataclass(frozen=True)
 class Algorithm:
-    """A registered algorithm: its name, builder and a one-line summary."""
+    """A registered algorithm: its name, a one-line summary and its builder of each collective
+    it computes."""
 
     name: str
-    build: Builder
     summary: str
+    builders: dict[str, Builder]
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """The collectives it builds, in the order of `kinds.NAMES`."""
+        return tuple(c for c in NAMES if c in self.builders)
+
+    def builder(self, collective: str = "allreduce") -> Builder:
+        """Its builder of `collective`; NotApplicable, naming the algorithms that have one, if
+        it has none."""
+        if collective not in self.builders:
+            if collective not in NAMES:
+                raise ArschedError(f"collective {collective!r} is not one of {', '.join(NAMES)}")
+            others = [a.name for a in algorithms(collective)]
+            raise NotApplicable(
+                f"{self.name} does not build {TITLES[collective]}; algorithms that do: {', '.join(others)}"
+            )
+        return self.builders[collective]
+
+    @property
+    def build(self) -> Builder:
+        """Its AllReduce builder."""
+        return self.builder("allreduce")
+
+    def parameters_of(self, collective: str = "allreduce") -> tuple[str, ...] | None:
+        """The builder's own parameters (after topology, ranks, nbytes), which `params` may set
+        (a rooted collective's `root`, which `build` sets, not among them); None where it takes
+        any keyword."""
+        takes = list(inspect.signature(self.builder(collective)).parameters.values())
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes):
+            return None
+        rooted = collective in ROOTED
+        return tuple(
+            p.name
+            for p in takes[3:]
+            if p.kind is not inspect.Parameter.VAR_POSITIONAL and not (rooted and p.name == "root")
+        )
 
     @property
     def parameters(self) -> tuple[str, ...] | None:
-        """The builder's own parameters (after topology, ranks, nbytes), which `params` may set;
-        None where it takes any keyword."""
-        takes = list(inspect.signature(self.build).parameters.values())
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes):
-            return None
-        return tuple(p.name for p in takes[3:] if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+        """`parameters_of` its first collective (AllReduce where it has one)."""
+        return self.parameters_of(self.collectives[0])
 
 
 _REGISTRY: dict[str, Algorithm] = {}
@@ -70,13 +107,15 @@ def _load_plugins() -> None:
             continue
 
 
-def register(name: str, summary: str) -> Callable[[Builder], Builder]:
-    """Decorator that registers a builder under `name`."""
+def register(name: str, summary: str, collective: str = "allreduce") -> Callable[[Builder], Builder]:
+    """Decorator that registers a builder of `collective` under `name` (the summary of the
+    name's first registration stays)."""
 
     def wrap(fn: Builder) -> Builder:
-        if name in _REGISTRY:
-            raise ValueError(f"algorithm {name!r} is registered twice")
-        _REGISTRY[name] = Algorithm(name, fn, summary)
+        known = _REGISTRY.setdefault(name, Algorithm(name, summary, {}))
+        if collective in known.builders:
+            raise ValueError(f"algorithm {name!r} is registered twice for {collective}")
+        known.builders[collective] = fn
         return fn
 
     return wrap
@@ -105,15 +144,20 @@ ORDER = (
     "tree-packing",
     "greedy-trees",
     "hrl",
+    "rs-ag",
+    "direct",
+    "pairwise",
     "auto",
 )
 
 
-def algorithms() -> list[Algorithm]:
-    """Every registered algorithm: baselines first, then the topology-aware ones."""
+def algorithms(collective: str | None = "allreduce") -> list[Algorithm]:
+    """Every algorithm registered for `collective` (None: for any): baselines first, then the
+    topology-aware ones."""
     _load_plugins()
     rank = {name: i for i, name in enumerate(ORDER)}
-    return sorted(_REGISTRY.values(), key=lambda a: (rank.get(a.name, len(ORDER)), a.name))
+    found = [a for a in _REGISTRY.values() if collective is None or collective in a.builders]
+    return sorted(found, key=lambda a: (rank.get(a.name, len(ORDER)), a.name))
 
 
 def get(name: str) -> Algorithm:
@@ -126,7 +170,19 @@ def get(name: str) -> Algorithm:
 
 
 def build(
-    name: str, topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8, **params: Any
+    name: str,
+    topology: Topology,
+    ranks: Sequence[str] | None = None,
+    nbytes: float = 1e8,
+    collective: str = "allreduce",
+    root: str | None = None,
+    **params: Any,
 ) -> Schedule:
-    """Build a schedule with the named algorithm."""
-    return get(name).build(topology, ranks, nbytes, **params)
+    """Build a schedule of `collective` with the named algorithm; `root` (default: the first
+    rank) for Broadcast and Reduce."""
+    builder = get(name).builder(collective)
+    if collective in ROOTED or root is not None:
+        if "root" not in inspect.signature(builder).parameters:
+            raise ArschedError(f"{name}'s {TITLES[collective]} takes no root")
+        params["root"] = root
+    return builder(topology, ranks, nbytes, **params)

@@ -24,9 +24,51 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
-from arsched.algorithms.registry import register
+from arsched.algorithms.registry import NotApplicable, register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
+
+
+def _halve(
+    b: ScheduleBuilder, members: np.ndarray, names: np.ndarray, step: int
+) -> tuple[np.ndarray, int, int]:
+    """The halving steps over a power of two of `members` (rank indices): in each, exchange
+    half of the range you own with the partner at distance 1, 2, 4, ... (nearest first: the
+    big exchanges stay local) and keep your side. Ranges are of positions 0 .. len(names) − 1,
+    position x being chunk names[x]. Returns each member's range start, its size and the next
+    step."""
+    p2, size = len(members), len(names)
+    lo = np.zeros(p2, dtype=np.int64)
+    v = np.arange(p2)
+    for m in _bits(p2):
+        half = size // 2
+        upper = (v & m) != 0
+        send_lo = np.where(upper, lo, lo + half)  # the half the partner keeps
+        for j in range(half):
+            b.add_rank_arrays(step, names[send_lo + j], members, members[v ^ m], "reduce")
+        lo = np.where(upper, lo + half, lo)
+        size = half
+        step += 1
+    return lo, size, step
+
+
+def _double(
+    b: ScheduleBuilder, members: np.ndarray, names: np.ndarray, lo: np.ndarray, size: int, step: int
+) -> tuple[np.ndarray, int]:
+    """The doubling steps, the halving's mirror: send everything you own to the partner at
+    distance ..., 4, 2, 1. Returns the range starts (all 0) and the next step."""
+    v = np.arange(len(members))
+    for m in _bits(len(members))[::-1]:
+        for j in range(size):
+            b.add_rank_arrays(step, names[lo + j], members, members[v ^ m], "copy")
+        lo = np.minimum(lo, lo[v ^ m])
+        size *= 2
+        step += 1
+    return lo, step
+
+
+def _bits(p2: int) -> list[int]:
+    return [1 << i for i in range(p2.bit_length() - 1)]
 
 
 @register("rhd", "recursive halving-doubling (Rabenseifner), any number of ranks")
@@ -50,26 +92,50 @@ def rhd(
         for i in range(extra):
             b.add_rank_arrays(0, all_chunks, np.full(chunks, 2 * i), np.full(chunks, 2 * i + 1), "reduce")
         step = 1
-    lo = np.zeros(p2, dtype=np.int64)  # owned chunk range [lo, lo + size) of every member
-    size = chunks
-    v = np.arange(p2)
-    bits = [1 << i for i in range(k)]  # nearest partners first: the big exchanges stay local
-    for m in bits:  # halving: keep the half on your side of the partner
-        half = size // 2
-        upper = (v & m) != 0
-        send_lo = np.where(upper, lo, lo + half)  # the half the partner keeps
-        for j in range(half):
-            b.add_rank_arrays(step, send_lo + j, members, members[v ^ m], "reduce")
-        lo = np.where(upper, lo + half, lo)
-        size = half
-        step += 1
-    for m in bits[::-1]:  # doubling: send everything you own to the partner
-        for j in range(size):
-            b.add_rank_arrays(step, lo + j, members, members[v ^ m], "copy")
-        lo = np.minimum(lo, lo[v ^ m])
-        size *= 2
-        step += 1
+    lo, size, step = _halve(b, members, np.arange(chunks), step)
+    _, step = _double(b, members, np.arange(chunks), lo, size, step)
     if extra:
         for i in range(extra):
             b.add_rank_arrays(step, all_chunks, np.full(chunks, 2 * i + 1), np.full(chunks, 2 * i), "copy")
     return b.build()
+
+
+def _sharded(collective: str):
+    """Recursive halving (ReduceScatter) or doubling (AllGather) alone, for a power of two of
+    ranks: log2 N steps; the chunks are named so that rank v ends with (starts from) its shard."""
+
+    def build(
+        topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8, chunks: int | None = None
+    ) -> Schedule:
+        rs = check_ranks(topology, ranks, "rhd")
+        n = len(rs)
+        if n & (n - 1):
+            raise NotApplicable(f"rhd builds {collective} for a power-of-two number of ranks, not {n}")
+        chunks = chunk_multiple(chunks, n, "rhd", ranks=n)
+        b = ScheduleBuilder(
+            topology, rs, check_nbytes(nbytes, "rhd"), chunks, "rhd", {"params": {"chunks": chunks}},
+            spread=True, collective=collective,
+        )  # fmt: skip
+        per = chunks // n
+        ends = np.zeros(n, dtype=np.int64)  # where halving leaves each member: block ends[v]
+        v = np.arange(n)
+        size = n
+        for m in _bits(n):
+            size //= 2
+            ends = np.where(v & m, ends + size, ends)
+        shard = np.empty(n, dtype=np.int64)
+        shard[ends] = v  # block ends[v] is rank v's shard
+        names = (shard[:, None] * per + np.arange(per)).ravel()  # position -> chunk
+        members = np.arange(n)
+        if collective == "reduce_scatter":
+            _halve(b, members, names, 0)
+        else:
+            _double(b, members, names, ends * per, per, 0)
+        return b.build()
+
+    build.__doc__ = f"Recursive {'halving' if collective == 'reduce_scatter' else 'doubling'} {collective}."
+    return build
+
+
+register("rhd", "", "reduce_scatter")(_sharded("reduce_scatter"))
+register("rhd", "", "allgather")(_sharded("allgather"))

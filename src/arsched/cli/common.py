@@ -48,6 +48,23 @@ FIFO_OPTION = typer.Option(
     "blocks do (the default); --no-fifo sends every ready transfer at once.",
 )
 
+COLLECTIVE_OPTION = typer.Option(
+    "--collective",
+    "-c",
+    help="allreduce, reduce_scatter, allgather, broadcast, reduce or alltoall (docs/formats.md says "
+    "what each must compute).",
+)
+ROOT_OPTION = typer.Option(help="The root rank of broadcast and reduce (default: the first rank).")
+
+
+def check_collective(name: str) -> str:
+    """`name` if it is a collective arsched schedules, else one sentence listing them."""
+    from arsched.collective.kinds import NAMES
+
+    if name not in NAMES:
+        raise ArschedError(f"--collective must be one of {', '.join(NAMES)}, got {name!r}")
+    return name
+
 out = Console()
 
 

@@ -11,7 +11,18 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from arsched.cli.common import FIFO_OPTION, SPEC_HELP, check_output, emit_json, out, progress_bar, show
+from arsched.cli.common import (
+    COLLECTIVE_OPTION,
+    FIFO_OPTION,
+    ROOT_OPTION,
+    SPEC_HELP,
+    check_collective,
+    check_output,
+    emit_json,
+    out,
+    progress_bar,
+    show,
+)
 from arsched.cli.network import check_finite
 from arsched.errors import ArschedError
 
@@ -184,15 +195,17 @@ def _simulate_jobs(
 
 
 def list_algorithms() -> None:
-    """List the AllReduce algorithms `arsched schedule --algorithm NAME` can build."""
+    """List the algorithms `arsched schedule --algorithm NAME` can build, and for which
+    collectives."""
     from arsched.algorithms import algorithms
 
     table = Table(show_header=True)
-    table.add_column("name")
+    table.add_column("name", no_wrap=True)
+    table.add_column("collectives")
     table.add_column("what it does")
-    for a in algorithms():
-        table.add_row(a.name, a.summary)
-    out.print(table)
+    for a in algorithms(None):
+        table.add_row(a.name, ", ".join(a.collectives), a.summary)
+    show(table)
 
 
 def schedule(
@@ -210,12 +223,14 @@ def schedule(
         ),
     ],
     size: Annotated[
-        str, typer.Option("--size", "-s", help="AllReduce size per rank: 100MB, 1GiB, 4096 (bytes).")
+        str, typer.Option("--size", "-s", help="One rank's buffer: 100MB, 1GiB, 4096 (bytes).")
     ] = "100MB",
     chunks: Annotated[
         int | None, typer.Option(help="Number of chunks (the algorithm's default if not given).")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for algorithms that make random choices.")] = 0,
+    collective: Annotated[str, COLLECTIVE_OPTION] = "allreduce",
+    root: Annotated[str | None, ROOT_OPTION] = None,
     checkpoint: Annotated[
         Path | None,
         typer.Option(help="hrl: a policy folder made by `arsched train` (default: the shipped one)."),
@@ -227,7 +242,8 @@ def schedule(
         float | None, typer.Option(help="auto: seconds to spend trying algorithms (default 60).")
     ] = None,
 ) -> None:
-    """Build an AllReduce schedule, validate it and write it as arsched.schedule/1 JSON.
+    """Build a schedule (AllReduce unless --collective says otherwise), validate it and write it as
+    arsched.schedule/1 JSON.
 
     `-a auto` tries every algorithm that applies, cheapest first, simulates each in the default
     flow model (in-order connections, α 5 µs) and keeps the fastest: what to run first on a
@@ -240,6 +256,7 @@ def schedule(
     from arsched.units import parse_size
 
     check_output(out_file, (".json", ".npz"), "--out")
+    check_collective(collective)
     nbytes = parse_size(size)
     topo = parse_spec(topology_spec)
     params = {} if chunks is None else {"chunks": chunks}
@@ -253,9 +270,9 @@ def schedule(
         if algorithm != "auto":
             raise ArschedError("--budget applies only to --algorithm auto")
         params["budget"] = budget
-    _check_params(algorithm, params)
+    _check_params(algorithm, params, collective)
     start = time.perf_counter()
-    result = build(algorithm, topo, None, nbytes, **params)
+    result = build(algorithm, topo, None, nbytes, collective, root, **params)
     took = time.perf_counter() - start
     result.meta["seed"] = seed
     report = check(result)
@@ -269,12 +286,12 @@ def schedule(
         out.print(f"auto chose {search['chosen']}: {gap:.3f}× the bound in the {search['model']} model")
 
 
-def _check_params(algorithm: str, params: dict[str, object]) -> None:
-    """Refuse options the algorithm's builder does not take (tree-packing has no chunk count),
-    naming the parameters it does take."""
+def _check_params(algorithm: str, params: dict[str, object], collective: str = "allreduce") -> None:
+    """Refuse options the algorithm's builder of `collective` does not take (tree-packing has no
+    chunk count), naming the parameters it does take."""
     from arsched.algorithms import get
 
-    takes = get(algorithm).parameters
+    takes = get(algorithm).parameters_of(collective)
     unknown = [] if takes is None else [k for k in params if k not in takes]
     if unknown:
         raise ArschedError(
@@ -298,19 +315,24 @@ def compare(
     fifo: Annotated[bool, FIFO_OPTION] = True,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="Also write the rows to a CSV file.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Bar chart of the gaps to a PNG.")] = None,
+    collective: Annotated[str, COLLECTIVE_OPTION] = "allreduce",
+    root: Annotated[str | None, ROOT_OPTION] = None,
 ) -> None:
-    """Compare algorithms on one topology: time, rounds, bandwidths, bound, gap, synthesis time.
+    """Compare algorithms on one topology: time, rounds, bandwidths, bound, gap, synthesis time
+    (AllReduce unless --collective says otherwise).
 
     Every schedule is validated before it is simulated; algorithms that do not apply to the
     topology are listed with the reason.
     """
     from arsched.algorithms.evaluate import evaluate_all
+    from arsched.collective.kinds import TITLES
     from arsched.defaults import MODELS
     from arsched.topology import parse_spec
     from arsched.units import parse_size, parse_time
 
     if model not in MODELS:
         raise ArschedError(f"--model must be flow or rounds, got {model!r}")
+    check_collective(collective)
     check_output(csv_file, (".csv",), "--csv")
     check_output(plot, (".png",), "--plot")
     sizes = [parse_size(x) for x in size.split(",") if x.strip()]
@@ -321,11 +343,13 @@ def compare(
         from arsched.algorithms import get
 
         for name in names:
-            get(name)
+            get(name).builder(collective)
     topo = parse_spec(topology_spec)
-    rows = evaluate_all(topo, sizes, names, model, parse_time(alpha) if alpha is not None else None, fifo)
+    a = parse_time(alpha) if alpha is not None else None
+    rows = evaluate_all(topo, sizes, names, model, a, fifo, collective, root)
     at_once = model == "flow" and not fifo
-    table = Table(title=f"{topo.name}, {model} model" + (", every transfer at once" if at_once else ""))
+    what = "" if collective == "allreduce" else f"{TITLES[collective]}, "
+    table = Table(title=f"{what}{topo.name}, {model} model" + (", every transfer at once" if at_once else ""))
     cols = ["algorithm", "MB", "time ms", "bound ms", "gap", "busbw Gb/s", "synth ms"]
     cols += ["rounds"] if model == "rounds" else []
     for col in cols:  # names never cut: the numeric columns' headers wrap instead (see show)
@@ -366,7 +390,7 @@ def compare(
     if plot is not None:
         from arsched.viz.plots import plot_gaps
 
-        plot_gaps(rows, f"{topo.name}, {model} model", plot)
+        plot_gaps(rows, f"{what}{topo.name}, {model} model", plot)
         out.print(f"wrote {plot}")
 
 

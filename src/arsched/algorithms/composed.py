@@ -1,0 +1,64 @@
+"""AllReduce as a ReduceScatter followed by an AllGather, each built by any algorithm that builds it.
+
+The two halves of most bandwidth-optimal AllReduce schemes (ring, halving-doubling, sharded
+servers) are a ReduceScatter and an AllGather over the same shards; `rs-ag` joins any pair: the
+ReduceScatter leaves rank r with the sum of shard r, exactly where the AllGather starts from.
+The AllGather's steps follow the ReduceScatter's, so each of its transfers waits only for the
+shard it forwards (asynchronous execution overlaps the halves where the data allows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from arsched.algorithms.common import check_nbytes, check_ranks
+from arsched.algorithms.registry import build, register
+from arsched.collective.schedule import OPS, Schedule, ScheduleBuilder
+from arsched.errors import ArschedError
+from arsched.topology.core import Topology
+
+NAME = "rs-ag"
+
+
+def concatenate(parts: Sequence[Schedule], b: ScheduleBuilder) -> Schedule:
+    """The transfers of `parts` (over the same ranks), one after the other in `b`: each part's
+    steps start after the previous part's last."""
+    step0 = 0
+    for s in parts:
+        if s.ranks != b.ranks:
+            raise ArschedError(f"{b.algorithm}: the parts run over different ranks")
+        if not len(s):
+            continue
+        path_ids = np.array([b.intern_path(p) for p in s.paths], dtype=np.int64)
+        rank_of = s.rank_of_node
+        steps = s.step - s.step.min() + step0
+        for code, op in enumerate(OPS):
+            m = s.op == code
+            b.add_rank_arrays(
+                steps[m], s.chunk[m], rank_of[s.src[m]], rank_of[s.dst[m]], op, path_ids[s.path_id[m]]
+            )
+        step0 = int(steps.max()) + 1
+    return b.build()
+
+
+@register(NAME, "AllReduce as any ReduceScatter then any AllGather (reduce_scatter=, allgather= name them)")
+def rs_ag(
+    topology: Topology,
+    ranks: Sequence[str] | None = None,
+    nbytes: float = 1e8,
+    reduce_scatter: str = "ring",
+    allgather: str = "ring",
+    chunks: int | None = None,
+) -> Schedule:
+    """The ReduceScatter of `reduce_scatter` then the AllGather of `allgather`, both with
+    `chunks` (default N, every builder's default for these)."""
+    rs = check_ranks(topology, ranks, NAME)
+    nbytes = check_nbytes(nbytes, NAME)
+    extra = {} if chunks is None else {"chunks": chunks}
+    first = build(reduce_scatter, topology, rs, nbytes, collective="reduce_scatter", **extra)
+    second = build(allgather, topology, rs, nbytes, collective="allgather", **extra)
+    params = {"reduce_scatter": reduce_scatter, "allgather": allgather, "chunks": first.num_chunks}
+    b = ScheduleBuilder(topology, rs, nbytes, first.num_chunks, NAME, {"params": params})
+    return concatenate([first, second], b)
