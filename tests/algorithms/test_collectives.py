@@ -81,6 +81,18 @@ def test_any_reduce_scatter_then_any_allgather_is_an_allreduce(rs, ag):
     assert s.step.max() == first.step.max() + build(ag, t, None, 64e6, "allgather", chunks=32).step.max() + 1
 
 
+def test_auto_picks_the_fastest_builder_of_the_collective():
+    t = parse_spec("bcube:n=3,k=1")
+    s = build("auto", t, None, 64e6, "allgather", budget=30)
+    gaps = {c["algorithm"]: c["gap"] for c in s.meta["auto"]["candidates"] if "gap" in c}
+    assert s.collective == "allgather" and s.algorithm == min(gaps, key=gaps.get)
+    assert simulate_flow(s).gap == pytest.approx(min(gaps.values()))
+    b = build("auto", t, None, 64e6, "reduce", t.servers[4], budget=30)
+    assert (b.collective, b.root) == ("reduce", t.servers[4])
+    with pytest.raises(NotApplicable, match="dbtree does not build AllToAll"):
+        build("auto", t, None, 1e6, "alltoall", candidates="direct,dbtree")
+
+
 def test_pipelined_chains_approach_the_bound_on_one_switch():
     """A chain pipelines its chunks: at 256 MB on a star it is within a few per cent of the
     max-flow bound, where sending the buffer to each rank in turn (direct) is N − 1 times it."""
@@ -92,8 +104,8 @@ def test_pipelined_chains_approach_the_bound_on_one_switch():
 
 
 def test_the_registry_says_who_builds_what():
-    assert {a.name for a in algorithms("broadcast")} == {"ring", "direct"}
-    assert {a.name for a in algorithms("alltoall")} == {"direct", "pairwise"}
+    assert {a.name for a in algorithms("broadcast")} == {"ring", "direct", "auto"}
+    assert {a.name for a in algorithms("alltoall")} == {"direct", "pairwise", "auto"}
     assert "pairwise" not in {a.name for a in algorithms()}  # AllReduce's list
     with pytest.raises(
         NotApplicable, match="dbtree does not build AllGather; algorithms that do: rhd, ring, direct"

@@ -1,7 +1,8 @@
 """`auto`: the best schedule arsched can make for a network, a size and a model, within a budget.
 
-Every other registered algorithm is a candidate, tried in the registry's order (the cheap
-textbook schemes first, the synthesis last): built, validated and simulated in the chosen model
+Every other registered algorithm is a candidate (for another collective, `build('auto', ...,
+collective=)`, every one that builds it), tried in the registry's order (the cheap textbook
+schemes first, the synthesis last): built, validated and simulated in the chosen model
 (by default the flow model with in-order connections and its α, the model `simulate` uses).
 The fastest simulated schedule is returned, under its own algorithm's name, with the search in
 its meta (`auto`: the model, every candidate's time and gap or why it was left out). A
@@ -33,7 +34,8 @@ import numpy as np
 
 from arsched.algorithms import composed
 from arsched.algorithms.common import check_nbytes, check_ranks
-from arsched.algorithms.registry import NotApplicable, algorithms, get, register
+from arsched.algorithms.registry import NotApplicable, algorithms, build, get, register
+from arsched.collective.kinds import NAMES, TITLES
 from arsched.collective.schedule import Schedule
 from arsched.collective.validate import validate
 from arsched.defaults import MODELS, default_alpha
@@ -50,14 +52,14 @@ GOOD_ENOUGH = 1.01  # a schedule this close to the bound ends the search
 CROWDED = 100_000  # rank pairs in one step above which a schedule is simulated after the others
 
 
-def _candidates(names: Sequence[str] | str | None) -> list[str]:
+def _candidates(names: Sequence[str] | str | None, collective: str = "allreduce") -> list[str]:
     if names is None:  # rs-ag only joins halves of the others, which auto tries whole
-        return [a.name for a in algorithms() if a.name not in (NAME, composed.NAME)]
+        return [a.name for a in algorithms(collective) if a.name not in (NAME, composed.NAME)]
     names = [x.strip() for x in names.split(",")] if isinstance(names, str) else list(names)
     for name in names:
         if name == NAME:
             raise ArschedError("auto: 'auto' cannot be one of its own candidates")
-        get(name)  # an unknown name is refused with the choices
+        get(name).builder(collective)  # an unknown name, or one that does not build it, is refused
     return names
 
 
@@ -75,6 +77,46 @@ def auto(
     """The fastest of the `candidates` (default: every other algorithm) in `model` (flow or
     rounds; `fifo` for the flow model's in-order connections; `alpha` defaults to the model's),
     trying candidates while `budget` seconds last (see the module docstring)."""
+    return search(topology, ranks, nbytes, budget, model, alpha, fifo, candidates)
+
+
+def _of(collective: str):
+    """auto for another collective: the same search over the algorithms that build it."""
+
+    def build_it(
+        topology: Topology,
+        ranks: Sequence[str] | None = None,
+        nbytes: float = 1e8,
+        budget: float = BUDGET_S,
+        model: str = "flow",
+        alpha: float | None = None,
+        fifo: bool = True,
+        candidates: Sequence[str] | str | None = None,
+        root: str | None = None,
+    ) -> Schedule:
+        return search(topology, ranks, nbytes, budget, model, alpha, fifo, candidates, collective, root)
+
+    build_it.__doc__ = f"auto for {TITLES[collective]}: the fastest of the algorithms that build it."
+    return build_it
+
+
+for _collective in NAMES[1:]:
+    register(NAME, "", _collective)(_of(_collective))
+
+
+def search(
+    topology: Topology,
+    ranks: Sequence[str] | None,
+    nbytes: float,
+    budget: float,
+    model: str,
+    alpha: float | None,
+    fifo: bool,
+    candidates: Sequence[str] | str | None,
+    collective: str = "allreduce",
+    root: str | None = None,
+) -> Schedule:
+    """auto's search for `collective` (with `root` for the rooted ones)."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     if model not in MODELS:
@@ -82,7 +124,7 @@ def auto(
     if not (isinstance(budget, (int, float)) and budget > 0):
         raise ArschedError(f"auto: budget must be a positive number of seconds, got {budget!r}")
     a = default_alpha(model) if alpha is None else float(alpha)
-    names = _candidates(candidates)
+    names = _candidates(candidates, collective)
     deadline = time.monotonic() + budget
     best: tuple[float, float, Schedule] | None = None  # time, gap, schedule
     tried: list[dict[str, Any]] = []
@@ -126,7 +168,7 @@ def auto(
             continue
         start = time.perf_counter()
         try:
-            schedule = get(name).build(topology, rs, nbytes)
+            schedule = build(name, topology, rs, nbytes, collective, root)
         except (NotApplicable, LimitError) as e:
             tried.append({"algorithm": name, "note": str(e)})
             continue
