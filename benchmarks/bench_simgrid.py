@@ -21,7 +21,6 @@ import time
 import numpy as np
 
 from arsched.algorithms import build
-from arsched.collective import ScheduleBuilder
 from arsched.errors import ArschedError
 from arsched.sim import simulate_flow
 from arsched.sim.fluid_peer import available, simulate_simgrid
@@ -30,18 +29,9 @@ from arsched.topology import bcube, fattree, parse_spec, star
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _build import checked
 from _table import markdown, publish
+from bench_sim import parameter_server
 
 LIMIT = 300  # seconds SimGrid gets per case
-
-
-def parameter_server(topo, n):
-    """100 MB reduced into the first server and copied back, one chunk (as in bench_sim.py)."""
-    b = ScheduleBuilder(topo, topo.servers[:n], 100e6, 1, "ps")
-    for r in topo.servers[1:n]:
-        b.add(0, 0, r, topo.servers[0], "reduce")
-    for r in topo.servers[1:n]:
-        b.add(1, 0, topo.servers[0], r, "copy")
-    return b.build()
 
 
 def random_ring(topo, n=None):
