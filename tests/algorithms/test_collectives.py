@@ -104,11 +104,12 @@ def test_pipelined_chains_approach_the_bound_on_one_switch():
 
 
 def test_the_registry_says_who_builds_what():
-    assert {a.name for a in algorithms("broadcast")} == {"ring", "direct", "auto"}
+    assert {a.name for a in algorithms("broadcast")} == {"ring", "direct", "tree-packing", "auto"}
     assert {a.name for a in algorithms("alltoall")} == {"direct", "pairwise", "auto"}
     assert "pairwise" not in {a.name for a in algorithms()}  # AllReduce's list
     with pytest.raises(
-        NotApplicable, match="dbtree does not build AllGather; algorithms that do: rhd, ring, direct"
+        NotApplicable,
+        match="dbtree does not build AllGather; algorithms that do: rhd, ring, tree-packing, direct",
     ):
         get("dbtree").builder("allgather")
     with pytest.raises(ArschedError, match="ring's AllGather takes no root"):

@@ -42,7 +42,8 @@ MAX_RANKS = 256  # the LP has a row per link and a variable per tree over the n(
 NEAR = 0.02  # a pipeline this close to the bound (with barriers) is kept without weighing balanced steps
 
 
-def _positive(value: object, name: str) -> int:
+def positive_int(value: object, name: str) -> int:
+    """`value` as an int; an ArschedError naming the parameter `name` unless it is ≥ 1."""
     if not (isinstance(value, (int, np.integer)) and value >= 1):
         raise ArschedError(f"tree-packing: {name} must be a positive integer, got {value!r}")
     return int(value)
@@ -81,9 +82,9 @@ def tree_packing(
     if levels and (units is not None or stages is not None):
         raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
     if not levels and not symmetric(topology):
-        packed = pack_directed(topology, rs, _positive(iterations, "iterations"))
+        packed = pack_directed(topology, rs, positive_int(iterations, "iterations"))
         return _directed_schedule(topology, rs, nbytes, packed, units, stages, alpha, iterations, seed)
-    packing = pack(topology, rs, _positive(iterations, "iterations"), seed)
+    packing = pack(topology, rs, positive_int(iterations, "iterations"), seed)
     overhead = step_overhead(topology, alpha)
     if levels:
         plan = balance(topology, rs, nbytes, overhead)
@@ -187,8 +188,8 @@ def _pipeline(
     undirected one in the meta."""
     if stages is None:
         stages = default_stages(packing.rate, topology, nbytes, alpha)
-    stages = _positive(stages, "stages")
-    units = _positive(UNITS if units is None else units, "units")
+    stages = positive_int(stages, "stages")
+    units = positive_int(UNITS if units is None else units, "units")
     count = deal(packing.weights, units * stages)
     meta: dict = {
         "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},

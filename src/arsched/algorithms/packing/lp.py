@@ -188,14 +188,16 @@ class TreeLP:
         self.lp.changeObjectiveSense(highspy.ObjSense.kMaximize)
         self.count = 0
 
-    def add(self, use: np.ndarray, gain: float = 1.0, equality: int | None = None, sign: float = 1.0) -> None:
+    def add(
+        self, use: np.ndarray, gain: float = 1.0, equality: int | np.ndarray | None = None, sign: float = 1.0
+    ) -> None:
         """A column loading the links by `use`, worth `gain` in the objective, and `sign` in
-        equality row `equality` if given."""
+        equality row `equality` (or in each of an array of rows) if given."""
         rows = np.flatnonzero(use).astype(np.int32)
         values = use[rows]
         if equality is not None:
-            rows = np.append(rows, np.int32(self.links + equality))
-            values = np.append(values, sign)
+            rows = np.append(rows, (self.links + np.asarray(equality)).astype(np.int32))
+            values = np.append(values, np.full(np.shape(equality), sign))
         inf, start = np.full(1, highspy.kHighsInf), np.zeros(1, dtype=np.int32)
         self.lp.addCols(1, np.full(1, gain), np.zeros(1), inf, len(rows), start, rows, values)
         self.count += 1

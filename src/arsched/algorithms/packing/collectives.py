@@ -1,0 +1,160 @@
+"""The `tree-packing` builders of AllGather, ReduceScatter, Broadcast and Reduce: a packing of
+arborescences (`forest.pack_forest`) scheduled as pipelined trees.
+
+Every root's data (its shard, or the root's whole buffer) is cut into chunks dealt to the root's
+trees in proportion to their rates (`pipeline.deal`), and every tree's chunks are spread evenly
+over `stages` pipeline steps, as AllReduce's pipelined trees are (`pipeline`): a chunk is copied
+down an out-tree (a rank at depth d receives it in step d − 1 after its entry) or summed up an
+in-tree (a rank of height h adds into its parent in step h, after its children), every transfer
+on the route its tree arc was priced with. `choose_stages` picks the units and stages by the
+time with barriers, unless given; a sharded collective's root gets ⌈units·stages / N⌉ chunks,
+and at least one per tree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from arsched.algorithms.common import check_nbytes, check_ranks, check_root
+from arsched.algorithms.packing.build import MAX_RANKS, positive_int
+from arsched.algorithms.packing.forest import Forest, pack_forest
+from arsched.algorithms.packing.lp import MAX_ITERATIONS
+from arsched.algorithms.packing.pipeline import UNITS, choose_stages, deal, default_stages
+from arsched.algorithms.registry import NotApplicable, register
+from arsched.algorithms.routes import Routes, intern, route
+from arsched.algorithms.trees import Sends, tree_depths, tree_heights
+from arsched.collective.kinds import ROOTED
+from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.defaults import DEFAULT_ALPHA
+from arsched.limits import check_schedule
+from arsched.sim.result import check_alpha
+from arsched.topology.core import Topology
+
+NAME = "tree-packing"
+
+
+def forest_schedule(
+    collective: str,
+    topology: Topology,
+    ranks: Sequence[str] | None,
+    nbytes: float,
+    units: int | None,
+    stages: int | None,
+    alpha: float,
+    iterations: int,
+    root: str | None = None,
+) -> Schedule:
+    """Tree packing of `collective` (see the module docstring); `units` parallel pipelines of
+    `stages` steps over trees from at most `iterations` rounds of column generation, tuned for a
+    per-transfer overhead `alpha`."""
+    rs = check_ranks(topology, ranks, NAME)
+    nbytes = check_nbytes(nbytes, NAME)
+    alpha = check_alpha(alpha)
+    n = len(rs)
+    if n > MAX_RANKS:
+        raise NotApplicable(f"{NAME} is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
+    rooted = collective in ROOTED
+    root = check_root(rs, root, NAME) if rooted else None
+    forest = pack_forest(
+        topology, rs, collective, rs.index(root) if rooted else None, positive_int(iterations, "iterations")
+    )
+    sends = [_sends(forest.kind, p) for p in forest.parents]
+    routes = route(topology, rs, np.concatenate([x[0] for x in sends]), np.concatenate([x[1] for x in sends]))
+    total = float(forest.weights.sum())  # bytes/s over all roots: the whole buffer takes nbytes / total
+    if units is None and stages is None:
+        units, stages, _ = choose_stages(sends, forest.weights, total, routes, topology, nbytes, alpha)
+    stages = positive_int(
+        default_stages(total, topology, nbytes, alpha) if stages is None else stages, "stages"
+    )
+    units = positive_int(UNITS if units is None else units, "units")
+    owners = np.unique(forest.roots)
+    per = units * stages
+    if not rooted:
+        per = max(math.ceil(per / n), int(np.bincount(forest.roots).max()))
+    count = np.concatenate([deal(forest.weights[forest.roots == r], per) for r in owners])
+    chunks = per * len(owners)
+    check_schedule(NAME, n, chunks, chunks * (n - 1))
+    meta = {
+        "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
+        "lp_rate": forest.rate,
+        "lp_optimum": forest.optimum,
+        "trees": int((count > 0).sum()),
+        "max_height": int(forest.heights[count > 0].max()),
+    }
+    b = ScheduleBuilder(topology, rs, nbytes, chunks, NAME, meta, collective=collective, root=root)
+    _add(b, forest, sends, count, stages, routes)
+    return b.build()
+
+
+def _sends(kind: int, parent: np.ndarray) -> Sends:
+    """(sources, destinations, steps) of a chunk's sends on one tree relative to its entry: down
+    an out-tree (kind 1) to a rank of depth d in step d − 1, or up an in-tree (kind 0) from a
+    rank of height h in step h."""
+    kids = np.flatnonzero(parent >= 0)
+    if kind:
+        return parent[kids], kids, tree_depths(parent)[kids] - 1
+    return kids, parent[kids], tree_heights(parent)[kids]
+
+
+def _add(
+    b: ScheduleBuilder, forest: Forest, sends: list[Sends], count: np.ndarray, stages: int, routes: Routes
+) -> None:
+    """Tree i's `count[i]` chunks (numbered tree by tree, so that a root's chunks are its shard)
+    spread evenly over `stages` steps, each crossing the tree's arcs on their `routes`."""
+    op = "copy" if forest.kind else "reduce"
+    paths = intern(b, routes, np.concatenate([x[0] for x in sends]), np.concatenate([x[1] for x in sends]))
+    first = 0
+    for (src, dst, at), c in zip(sends, count.tolist(), strict=True):
+        if not c:
+            continue
+        entry = np.arange(c) * stages // c  # chunk k enters the pipeline in this step
+        step = (entry[:, None] + at[None, :]).ravel()
+        chunk = np.repeat(np.arange(first, first + c), len(src))
+        b.add_rank_arrays(step, chunk, np.tile(src, c), np.tile(dst, c), op, np.tile(paths[src, dst], c))
+        first += c
+
+
+def _sharded(collective: str):
+    def build(
+        topology: Topology,
+        ranks: Sequence[str] | None = None,
+        nbytes: float = 1e8,
+        units: int | None = None,
+        stages: int | None = None,
+        alpha: float = DEFAULT_ALPHA,
+        iterations: int = MAX_ITERATIONS,
+    ) -> Schedule:
+        return forest_schedule(collective, topology, ranks, nbytes, units, stages, alpha, iterations)
+
+    build.__doc__ = (
+        f"Tree packing {collective}: {'out' if collective == 'allgather' else 'in'}-trees at every rank."
+    )
+    return build
+
+
+def _rooted(collective: str):
+    def build(
+        topology: Topology,
+        ranks: Sequence[str] | None = None,
+        nbytes: float = 1e8,
+        units: int | None = None,
+        stages: int | None = None,
+        alpha: float = DEFAULT_ALPHA,
+        iterations: int = MAX_ITERATIONS,
+        root: str | None = None,
+    ) -> Schedule:
+        return forest_schedule(collective, topology, ranks, nbytes, units, stages, alpha, iterations, root)
+
+    build.__doc__ = (
+        f"Tree packing {collective}: {'out' if collective == 'broadcast' else 'in'}-trees at the root."
+    )
+    return build
+
+
+register(NAME, "", "allgather")(_sharded("allgather"))
+register(NAME, "", "reduce_scatter")(_sharded("reduce_scatter"))
+register(NAME, "", "broadcast")(_rooted("broadcast"))
+register(NAME, "", "reduce")(_rooted("reduce"))

@@ -1,0 +1,122 @@
+"""Tree packing for AllGather, ReduceScatter, Broadcast and Reduce: arborescences at the ranks
+whose data moves, with rates a linear program chooses (ForestColl, Zhao et al., arXiv
+2402.06787).
+
+- AllGather: out-trees from every rank r, down which r's shard is copied to every rank. The
+  shards are equal, so every root needs the same rate z:
+
+      maximise z   s.t.   Σ_T x_T·use_T(e) ≤ cap(e) for every link e,
+                          Σ_{trees at r} x_T = z for every rank r.
+
+  ForestColl proves that such packings reach the cut bound (`bounds.allgather_cut`).
+- ReduceScatter: the same with in-trees into every rank, up which r's shard is summed (every
+  rank adds into its parent, children before parents): AllGather on the reversed network with
+  the trees turned around, and its optimum reaches the reversed network's cut bound.
+- Broadcast: out-trees from the root alone, maximise Σ x. Edmonds' branching theorem: the
+  arborescences packed from a root reach the least max flow λ from it to any rank.
+- Reduce: in-trees into the root, the same on the reversed network.
+
+Trees are over the ranks, an arc the route between two ranks (spread over equal-cost paths),
+so where only relaying through switches could reach λ or the cut the packing stays below it.
+The column generation is `arborescences.generate`, bounded by `max_iterations` rounds and
+`time_limit` seconds; a second LP gives up `DEPTH_SLACK` of the rate for shallower trees
+(Σ x·h², h a tree's pipeline length), as AllReduce's packing does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from arsched.algorithms.packing.arborescences import TIME_LIMIT, Columns, PairLinks, generate
+from arsched.algorithms.packing.lp import DEPTH_SLACK, MAX_ITERATIONS, TreeLP
+from arsched.algorithms.trees import tree_depths, tree_heights
+from arsched.collective.kinds import ROOTED
+from arsched.collective_bounds import bandwidth_bound
+from arsched.topology.core import Topology
+
+KIND = {"allgather": 1, "broadcast": 1, "reduce_scatter": 0, "reduce": 0}  # 1 out-trees, 0 in-trees
+
+
+@dataclass(frozen=True)
+class Forest:
+    """Arborescences of one `kind` over the ranks (1: out-trees a chunk is copied down; 0:
+    in-trees it is summed up), sorted by root: tree i at rank `roots[i]` is the parent array
+    `parents[i]` (−1 at the root) at `weights[i]` bytes/s. `rate` is every root's rate (its
+    data of B bytes takes B / rate at best), `optimum` the first LP's before `DEPTH_SLACK` was
+    given up and `limit` the collective's bound's, which no packing exceeds; `iterations`
+    rounds of column generation, `exact` of them with Edmonds, in `seconds`."""
+
+    kind: int
+    rate: float
+    optimum: float
+    limit: float
+    roots: np.ndarray
+    parents: list[np.ndarray]
+    weights: np.ndarray
+    iterations: int
+    exact: int
+    seconds: float
+
+    @property
+    def heights(self) -> np.ndarray:
+        """Every tree's pipeline length: an out-tree's depth, an in-tree's height."""
+        length = tree_depths if self.kind else tree_heights
+        return np.array([length(p).max() for p in self.parents])
+
+
+def pack_forest(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    collective: str,
+    root: int | None = None,
+    max_iterations: int = MAX_ITERATIONS,
+    time_limit: float = TIME_LIMIT,
+) -> Forest:
+    """The packing of `collective` over `ranks` (see the module docstring); `root` is the
+    rank index of Broadcast's and Reduce's root."""
+    start = time.monotonic()
+    n = len(ranks)
+    kind = KIND[collective]
+    links = PairLinks(topology, ranks)
+    rooted = collective in ROOTED
+    seconds = bandwidth_bound(topology, ranks, 1.0, collective, None if root is None else ranks[root])
+    target = 1.0 / (seconds if rooted else seconds * n) / links.scale  # a root's data per second
+    if rooted:
+        lp = TreeLP(links.cap)
+        cols = Columns(lp, links, gain=(1.0, 1.0))
+        roots = np.array([root])
+    else:
+        lp = TreeLP(links.cap, equalities=n)
+        lp.add(np.zeros(len(links.cap)), 1.0, np.arange(n), -1.0)  # z, every root's rate
+        cols = Columns(lp, links, gain=(0.0, 0.0), sign=(1.0, 1.0))
+        roots = np.arange(n)
+
+    def rate(weights: np.ndarray) -> float:
+        return float(weights.sum() if rooted else weights[0])
+
+    iterations, exact = generate(
+        cols, links, (kind,), roots, rate, target, max_iterations, time_limit, start, collective
+    )
+    optimum = rate(lp.solve()[0])
+    cost = np.concatenate([np.zeros(cols.first), cols.heights.astype(np.float64) ** 2])
+    counted = None if rooted else np.arange(lp.count) < cols.first
+    weights = lp.shallowest(optimum * (1 - DEPTH_SLACK), cost, counted)[cols.first :]
+    keep = np.flatnonzero(weights > optimum * 1e-9)
+    keep = keep[np.argsort(np.asarray(cols.root)[keep], kind="stable")]
+    tree_roots = np.asarray(cols.root)[keep]
+    per_root = np.bincount(tree_roots, weights=weights[keep], minlength=n)[roots]
+    return Forest(
+        kind=kind,
+        rate=float(per_root.min()) * links.scale,
+        optimum=optimum * links.scale,
+        limit=target * links.scale,
+        roots=tree_roots,
+        parents=[cols.parent[i] for i in keep],
+        weights=weights[keep] * links.scale,
+        iterations=iterations,
+        exact=exact,
+        seconds=time.monotonic() - start,
+    )

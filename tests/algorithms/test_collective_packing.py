@@ -1,0 +1,98 @@
+"""Tree packing for AllGather, ReduceScatter, Broadcast and Reduce (packing.forest,
+packing.collectives): valid schedules on two-way, one-way and asymmetric networks, LP rates at
+the collectives' bounds, Broadcast at the max flow from its root."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arsched.algorithms import algorithms, build
+from arsched.algorithms.packing.forest import pack_forest
+from arsched.algorithms.packing.lp import DEPTH_SLACK, TOLERANCE
+from arsched.collective import numeric_check, validate
+from arsched.collective_bounds import bandwidth_bound
+from arsched.errors import ArschedError
+from arsched.sim import simulate_flow
+from arsched.topology import parse_spec
+
+COLLECTIVES = ["allgather", "reduce_scatter", "broadcast", "reduce"]
+NETWORKS = [
+    "star:n=6",
+    "bcube:n=3,k=1",
+    "dcell:n=2,k=1",
+    "torus:dims=3x3",
+    "torus:dims=3x3,oneway=1",
+    "ring:n=8,bandwidth=400Gbps,reverse=100Gbps",
+    "fattree:k=4",
+    "jellyfish:switches=8,ports=4,net_ports=3,seed=3",
+]
+
+
+def test_tree_packing_builds_every_collective_but_alltoall():
+    for collective in COLLECTIVES:
+        assert "tree-packing" in {a.name for a in algorithms(collective)}
+    assert "tree-packing" not in {a.name for a in algorithms("alltoall")}
+
+
+@pytest.mark.parametrize("spec", NETWORKS)
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_schedules_are_valid_and_never_beat_the_bound(spec, collective):
+    topo = parse_spec(spec)
+    root = topo.servers[-1] if collective in ("broadcast", "reduce") else None
+    s = build("tree-packing", topo, None, 16e6, collective, root)
+    assert (s.collective, s.root, s.algorithm) == (collective, root, "tree-packing")
+    report = validate(s)
+    assert report.ok, report.message
+    assert numeric_check(s, seed=1).ok
+    assert simulate_flow(s).gap >= 1 - 1e-9
+
+
+@pytest.mark.parametrize("spec", NETWORKS)
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_the_lp_reaches_the_bound(spec, collective):
+    topo = parse_spec(spec)
+    ranks = tuple(topo.servers)
+    rooted = collective in ("broadcast", "reduce")
+    f = pack_forest(topo, ranks, collective, 0 if rooted else None)
+    seconds = bandwidth_bound(topo, ranks, 1.0, collective, ranks[0] if rooted else None)
+    assert f.limit == pytest.approx(1 / (seconds if rooted else seconds * len(ranks)))
+    assert f.optimum >= f.limit * (1 - TOLERANCE)
+    assert f.optimum <= f.limit * (1 + 1e-6)
+    assert f.rate >= f.optimum * (1 - DEPTH_SLACK) * (1 - 1e-6)
+    per_root = np.bincount(f.roots, weights=f.weights)
+    assert (per_root[np.unique(f.roots)] >= f.rate * (1 - 1e-6)).all()
+    assert len(np.unique(f.roots)) == (1 if rooted else len(ranks))
+
+
+@pytest.mark.parametrize(("spec", "ports"), [("star:n=8", 1), ("bcube:n=4,k=1", 2)])
+def test_broadcast_reaches_the_max_flow_from_its_root(spec, ports):
+    """A server of a star has one link each way, a BCube(4, 1) server one to each of its two
+    switches: the max flow from the root is `ports` links, which the packing reaches."""
+    topo = parse_spec(spec)
+    c = topo.compiled
+    link = float(c.capacity[c.link_src == c.index[topo.servers[0]]].max())
+    for collective in ("broadcast", "reduce"):
+        f = pack_forest(topo, tuple(topo.servers), collective, 0)
+        assert f.optimum == pytest.approx(ports * link, rel=TOLERANCE)
+
+
+def test_rank_subsets_in_any_order_and_roots():
+    topo = parse_spec("bcube:n=3,k=1")
+    ranks = [topo.servers[i] for i in (7, 2, 4, 0, 5)]
+    for collective in COLLECTIVES:
+        root = ranks[2] if collective in ("broadcast", "reduce") else None
+        s = build("tree-packing", topo, ranks, 1e6, collective, root, stages=3, units=4)
+        assert s.ranks == tuple(ranks) and validate(s).ok
+
+
+def test_bad_arguments_are_refused_in_one_sentence():
+    topo = parse_spec("star:n=4")
+    with pytest.raises(ArschedError, match="root"):
+        build("tree-packing", topo, None, 1e6, "broadcast", "nowhere")
+    with pytest.raises(ArschedError, match="no root"):
+        build("tree-packing", topo, None, 1e6, "allgather", topo.servers[0])
+    with pytest.raises(ArschedError, match="stages"):
+        build("tree-packing", topo, None, 1e6, "allgather", stages=0)
+    with pytest.raises(ArschedError, match="alpha"):
+        build("tree-packing", topo, None, 1e6, "reduce", alpha=-1.0)
