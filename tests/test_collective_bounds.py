@@ -88,7 +88,7 @@ def test_cut_bounds_match_brute_force_on_small_directed_networks(seed, n):
     assert bandwidth_bound(t, rs, M, "reduce_scatter") == pytest.approx(rs_ * M, rel=1e-9)
     assert bandwidth_bound(t, rs, M, "broadcast", rs[0]) == pytest.approx(M / min(flows.values()), rel=1e-9)
     assert bandwidth_bound(t, rs, M, "reduce", rs[0]) == pytest.approx(M / min(to_root.values()), rel=1e-9)
-    assert bandwidth_bound(t, rs, M, "alltoall") <= a2a * M * (1 + 1e-9)  # the best of its candidate cuts
+    assert bandwidth_bound(t, rs, M, "alltoall") >= a2a * M * (1 - 1e-9)  # the flow LP is within every cut
 
 
 def schedules(t: Topology) -> list[Schedule]:

@@ -9,6 +9,7 @@ from arsched.algorithms import (  # noqa: F401  (importing a module registers it
     direct,
     greedy_trees,
     hierarchical,
+    mcf,
     multiring,
     packing,
     ps,

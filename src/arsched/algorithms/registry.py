@@ -147,6 +147,7 @@ ORDER = (
     "rs-ag",
     "direct",
     "pairwise",
+    "mcf",
     "auto",
 )
 
