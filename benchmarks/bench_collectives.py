@@ -4,7 +4,7 @@ For each collective (ReduceScatter, AllGather, Broadcast, Reduce, AllToAll) and 
 every algorithm that builds it (`algorithms(collective)`) at 256 MB and 16 MB per rank, in the
 flow model (in-order connections, α = 5 µs): the best gap to the collective's own lower bound
 (`collective_bounds`), which algorithm gave it, and every algorithm's gap at 256 MB. Issue 25's
-target: the best ≤ 1.05× at 256 MB (AllToAll ≤ 1.10×, where the bound is a cut relaxation).
+target: the best ≤ 1.05× at 256 MB (AllToAll ≤ 1.10×).
 Broadcast and Reduce take the first rank as root. Every schedule is validated first.
 
 The networks: one switch (star), a fat-tree, BCube, DCell, a seeded Jellyfish, a two-way and a
@@ -101,10 +101,9 @@ def main(quick: bool) -> None:
         "collective's own lower bound at 256 MB and 16 MB per rank (flow model, in-order connections, "
         "α = 5 µs; Broadcast and Reduce from the first rank), which algorithm gave it, and every "
         f"algorithm's gap at 256 MB. Target (issue 25): ≤ 1.05× at 256 MB, AllToAll ≤ 1.10×; met on "
-        f"{met} of {len(rows)}. AllToAll's bound is the best of a few candidate cuts, not the "
-        "max-concurrent-flow LP, so on oversubscribed or sparse networks its gap overstates the "
-        "distance to optimal. 'wall' is building, validating and simulating every algorithm at both "
-        "sizes. Produced by `benchmarks/bench_collectives.py`.",
+        f"{met} of {len(rows)}. AllToAll's bound is the maximum concurrent flow (an LP; exact for the "
+        "bandwidth term on these sizes). 'wall' is building, validating and simulating every "
+        "algorithm at both sizes. Produced by `benchmarks/bench_collectives.py`.",
         table,
     )
 
