@@ -89,17 +89,23 @@ class Columns:
         kids = np.flatnonzero(parent >= 0)
         return self.pos[kids, parent[kids]] if kind == 0 else self.pos[parent[kids], kids]
 
-    def add(self, kind: int, parent: np.ndarray) -> bool:
+    def add(self, kind: int, parent: np.ndarray, gain: float | None = None, row: int | None = None) -> bool:
+        """Add a tree unless it is known (True if added); `gain` replaces its kind's, and with
+        `row` (an index past the equality rows: a later LP's rate row) it counts 1 there
+        instead of in its root's equality row."""
         key = bytes([kind]) + parent.tobytes()
         if key in self.known:
             return False
         self.known.add(key)
         root = int(np.flatnonzero(parent < 0)[0])
         use = np.asarray(self.use[self.arcs(kind, parent)].sum(axis=0)).ravel()
-        if self.sign is None:
-            self.lp.add(use, self.gain[kind])
+        gain = self.gain[kind] if gain is None else gain
+        if row is not None:
+            self.lp.add(use, gain, row, 1.0)
+        elif self.sign is None:
+            self.lp.add(use, gain)
         else:
-            self.lp.add(use, self.gain[kind], root, self.sign[kind])
+            self.lp.add(use, gain, root, self.sign[kind])
         self.kind.append(kind)
         self.root.append(root)
         self.parent.append(parent)

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arsched.algorithms.packing.arborescences import TIME_LIMIT, Columns, PairLinks, generate
-from arsched.algorithms.packing.lp import DEPTH_SLACK, MAX_ITERATIONS, TreeLP
+from arsched.algorithms.packing.arborescences import EPS, TIME_LIMIT, Columns, PairLinks, generate
+from arsched.algorithms.packing.lp import DEPTH_SLACK, DEPTHS, MAX_ITERATIONS, TreeLP, prim_parents
 from arsched.algorithms.trees import tree_depths, tree_heights
 from arsched.collective.kinds import ROOTED
 from arsched.collective_bounds import bandwidth_bound
 from arsched.topology.core import Topology
 
+SHALLOW_ROUNDS = 30  # rounds of column generation for the second LP
 KIND = {"allgather": 1, "broadcast": 1, "reduce_scatter": 0, "reduce": 0}  # 1 out-trees, 0 in-trees
 
 
@@ -103,7 +104,8 @@ def pack_forest(
     optimum = rate(lp.solve()[0])
     cost = np.concatenate([np.zeros(cols.first), cols.heights.astype(np.float64) ** 2])
     counted = None if rooted else np.arange(lp.count) < cols.first
-    weights = lp.shallowest(optimum * (1 - DEPTH_SLACK), cost, counted)[cols.first :]
+    lp.shallowest(optimum * (1 - DEPTH_SLACK), cost, counted)
+    weights = _shallower(cols, links, kind, roots, 0 if rooted else n, start + time_limit)[cols.first :]
     keep = np.flatnonzero(weights > optimum * 1e-9)
     keep = keep[np.argsort(np.asarray(cols.root)[keep], kind="stable")]
     tree_roots = np.asarray(cols.root)[keep]
@@ -120,3 +122,51 @@ def pack_forest(
         exact=exact,
         seconds=time.monotonic() - start,
     )
+
+
+def _shallower(
+    cols: Columns, links: PairLinks, kind: int, roots: np.ndarray, equalities: int, deadline: float
+) -> np.ndarray:
+    """The second LP's column values after column generation of its own: hub trees (`_hubs`)
+    and depth-limited Prim trees (height h ≤ each of `DEPTHS`) under its link duals join when
+    their reduced cost h² + price − (their root's equality dual, or the rate row's) is
+    negative, for at most `SHALLOW_ROUNDS` rounds or until the `deadline`. The first LP's
+    optimal trees are often deep chains where shallow trees of the same rate exist (a star's
+    Broadcast: the root to one rank, which copies to the rest), and only these prices find them."""
+    lp = cols.lp
+    weights, duals = lp.solve()
+    for _ in range(SHALLOW_ROUNDS):
+        if time.monotonic() > deadline:
+            break
+        price = links.dense(links.use @ -duals[: len(links.cap)])
+        worth = duals[len(links.cap) :]
+        p = price if kind else price.T
+        added = 0
+        found = [_hubs(p, r) for r in roots.tolist()]
+        found += [prim_parents(np.where(links.off, p, np.inf), roots, limit) for limit in DEPTHS]
+        for trees, heights in found:
+            for tree, h in zip(trees, heights, strict=True):
+                kids = np.flatnonzero(tree >= 0)
+                r = int(np.flatnonzero(tree < 0)[0])
+                reduced = h * h + p[tree[kids], kids].sum() - worth[equalities if not equalities else r]
+                if reduced < -EPS:
+                    added += cols.add(kind, tree, float(h * h), None if equalities else equalities)
+        if not added:
+            break
+        weights, duals = lp.solve()
+    return weights
+
+
+def _hubs(price: np.ndarray, root: int) -> tuple[np.ndarray, list[int]]:
+    """The trees of height ≤ 2 from `root` through one hub: for every other rank v, the arc
+    root → v and every other rank below whichever of the root and v it is cheaper to attach to
+    under arc prices (rows: hubs), with their heights. Prim's greedy first arc misses the hub
+    whose own links are cheap, where the shallow optimum of a rooted packing often lies."""
+    n = len(price)
+    hubs = np.delete(np.arange(n), root)
+    parent = np.where(price[hubs] < price[root], hubs[:, None], root)
+    rows = np.arange(len(hubs))
+    parent[rows, hubs] = root
+    parent[:, root] = -1
+    heights = np.where((parent == hubs[:, None]).any(axis=1), 2, 1)
+    return parent, heights.tolist()
