@@ -118,8 +118,9 @@ def test_a_running_job_is_resized_only_for_a_gain_larger_than_its_restart(name):
 def test_gadget_keeps_a_new_job_off_a_running_jobs_gpus_while_restarts_cost():
     # job 0 runs on server 0; job 1, new and worth more per GPU, is placed first and, from an
     # empty cluster, would take the lowest-index server that fits: server 0, moving job 0
+    # (both may grow from 2 to 4 GPUs, so that the greedy moves in small steps)
     wl = Workload.build("two", ["a", "b"], ["x", "x"], [0.0, 0.0], [TAU] * 2, [GRAD] * 2,
-                        [4e6, 4e3], [4, 4], [4, 4])  # fmt: skip
+                        [4e6, 4e3], [2, 2], [4, 4])  # fmt: skip
     for restart, job0 in ((0.0, ((1, 4),)), (20.0, ((0, 4),))):
         st = _state(wl, "star:n=2,gpus=4", {0: ((0, 4),)}, attained=[1.0, 0.0], restart=[restart] * 2)
         d = dict(get_scheduler("gadget").decide(st))
@@ -150,3 +151,32 @@ def test_restarts_are_counted_and_the_rigid_ones_never_resize():
         assert r.finished == r.jobs and r.restarts == m.changed
         if name == "fifo":
             assert r.restarts == 0  # non-preemptive, rigid: a running job keeps its GPUs
+
+
+class Sizes(Scheduler):
+    """Wraps a scheduler; records every (job, GPUs) it places."""
+
+    def __init__(self, inner: Scheduler) -> None:
+        self.inner, self.name, self.placed = inner, inner.name, set()
+
+    def decide(self, state: SlotState):
+        decision = self.inner.decide(state)
+        self.placed |= {(j, sum(g for _, g in p)) for j, p in decision}
+        return decision
+
+
+@pytest.mark.parametrize("name", ["gadget", "optimus"])
+def test_at_elastic_1_the_allocators_run_every_job_at_its_request(name):
+    """Rigid for everyone: at the default elasticity GADGET and Optimus-style choose which jobs
+    run where and when, never a size; at elastic 2 they do use other sizes."""
+    c = parse_cluster("leafspine:leaves=2,spines=1,servers_per_leaf=4,gpus=4")
+    for elastic, rigid in ((1, True), (2, False)):
+        wl = synthetic(40, seed=3, interval=15, median=300, sigma=0.8, elastic=elastic)
+        keep = np.flatnonzero(wl.gpus <= 8)
+        wl = Workload.build(wl.name, [wl.ids[i] for i in keep], [wl.models[i] for i in keep],
+                            list(wl.arrival[keep]), list(wl.tau[keep]), list(wl.grad_bytes[keep]),
+                            list(wl.work[keep]), list(wl.gpus[keep]), list(wl.max_workers[keep]))  # fmt: skip
+        s = Sizes(get_scheduler(name))
+        r = simulate(wl, c, s, SimConfig(slot=30.0))
+        assert r.finished == r.jobs
+        assert all(w == wl.gpus[j] for j, w in s.placed) == rigid

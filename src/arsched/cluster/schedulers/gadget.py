@@ -2,7 +2,9 @@
 allocation with random placement (ablation).
 
 GADGET (Yu et al., INFOCOM'22), each slot, from an empty cluster: every job's next move is to
-grow from w to the next worker count w' (powers of two up to its bound, and its request); the
+grow from w to the next worker count w' (powers of two up to its bound, and its request; a job
+whose bound is its request, as every job at elastic 1, the default, has its request as its only
+size, so that both allocators are then as rigid as the baselines); the
 move with the largest marginal utility per GPU, (v(w') - v(w)) / (w' - w), is embedded and
 committed, then the job's next move is queued; stop when no move gains. The embedding tries the
 job's previous GPUs (no restart), one server (best fit), then the fewest servers under one ToR,
@@ -95,6 +97,7 @@ class MarginalAllocator:
         pow2 = 2 ** np.arange(int(np.log2(max(int(cap.max()), 1))) + 1)
         cand = np.concatenate([np.broadcast_to(pow2, (len(a), len(pow2))), wl.gpus[a, None]], axis=1)
         cand = np.where(cand <= cap[:, None], cand, 0)
+        cand[wl.max_workers[a] <= wl.gpus[a], :-1] = 0  # a rigid job (elastic 1) has one size: its request
         cand.sort(axis=1)
         self.est_b = np.where(cand <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
         # the table assumes a job keeps its previous ring at its previous size and moves otherwise
