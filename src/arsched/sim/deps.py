@@ -51,23 +51,31 @@ def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) ->
     rkey = _keys(src_buf, step, n_steps)
     wgroups, w_of = np.unique(wkey, return_inverse=True)  # write groups, sorted by (buf, step)
     rgroups, r_of = np.unique(rkey, return_inverse=True)
+    w_of, r_of = w_of.ravel(), r_of.ravel()
     n_w = len(wgroups)
-    member_of = np.stack([w_of.ravel(), n_w + r_of.ravel()], axis=1)
+    member_of = np.stack([w_of, n_w + r_of], axis=1)
     waits_t: list[np.ndarray] = []
     waits_g: list[np.ndarray] = []
     arange = np.arange(t_count)
-    # latest writers of a buffer before this step: the write group just below key(buf, step)
-    for buf in (src_buf, dst_buf):
-        q = np.searchsorted(wgroups, _keys(buf, step, n_steps)) - 1
+    # Keys are looked up among the sorted groups through the groups' own sorted keys (each key
+    # is its group's: wkey = wgroups[w_of], rkey = rgroups[r_of]), never one transfer at a time
+    span = n_steps + 1
+    # latest writers of a buffer before this step: the write group just below key(buf, step),
+    # if it is of the same buffer
+    below = {"src": (np.searchsorted(wgroups, rgroups) - 1)[r_of], "dst": w_of - 1}
+    found = {}
+    for side, buf in (("src", src_buf), ("dst", dst_buf)):
+        q = below[side]
         ok = q >= 0
-        ok[ok] = wgroups[q[ok]] // (n_steps + 1) == buf[ok]
+        ok[ok] = wgroups[q[ok]] // span == buf[ok]
         waits_t.append(arange[ok])
         waits_g.append(q[ok])
-        if buf is dst_buf:
-            last_write = np.where(ok, wgroups[np.maximum(q, 0)] % (n_steps + 1), -1)
+        found[side] = ok
     # readers of the destination buffer in steps [last write, this step)
-    lo = np.searchsorted(rgroups, _keys(dst_buf, np.maximum(last_write, 0), n_steps))
-    hi = np.searchsorted(rgroups, _keys(dst_buf, step, n_steps))
+    reads_at = np.searchsorted(rgroups, wgroups)  # the first read group at or after each write group
+    first_read = np.searchsorted(rgroups, wgroups // span * span)  # ... at or after the buffer's step 0
+    lo = np.where(found["dst"], reads_at[np.maximum(below["dst"], 0)], first_read[w_of])
+    hi = reads_at[w_of]
     count = np.maximum(hi - lo, 0)
     rep = np.repeat(arange, count)
     offs = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
@@ -77,10 +85,11 @@ def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) ->
     if fifo and t_count:
         conn = s.src.astype(np.int64) * s.topology.compiled.num_nodes + s.dst
         cgroups, c_of = np.unique(_keys(conn, step, n_steps), return_inverse=True)
-        member_of = np.concatenate([member_of, (n_groups + c_of.ravel())[:, None]], axis=1)
-        q = np.searchsorted(cgroups, _keys(conn, step, n_steps)) - 1  # same connection, earlier step
+        c_of = c_of.ravel()
+        member_of = np.concatenate([member_of, (n_groups + c_of)[:, None]], axis=1)
+        q = c_of - 1  # the group just below: the same connection's previous step, if it is that
         ok = q >= 0
-        ok[ok] = cgroups[q[ok]] // (n_steps + 1) == conn[ok]
+        ok[ok] = cgroups[q[ok]] // span == conn[ok]
         waits_t.append(arange[ok])
         waits_g.append(n_groups + q[ok])
         n_groups += len(cgroups)
