@@ -104,8 +104,10 @@ def pack_forest(
     optimum = rate(lp.solve()[0])
     cost = np.concatenate([np.zeros(cols.first), cols.heights.astype(np.float64) ** 2])
     counted = None if rooted else np.arange(lp.count) < cols.first
-    lp.shallowest(optimum * (1 - DEPTH_SLACK), cost, counted)
-    weights = _shallower(cols, links, kind, roots, 0 if rooted else n, start + time_limit)[cols.first :]
+    weights = lp.shallowest(optimum * (1 - DEPTH_SLACK), cost, counted)
+    if rooted:  # sharded packings' trees are shallow already: more columns only made them worse
+        weights = _shallower(cols, links, kind, roots, start + time_limit)
+    weights = weights[cols.first :]
     keep = np.flatnonzero(weights > optimum * 1e-9)
     keep = keep[np.argsort(np.asarray(cols.root)[keep], kind="stable")]
     tree_roots = np.asarray(cols.root)[keep]
@@ -124,12 +126,10 @@ def pack_forest(
     )
 
 
-def _shallower(
-    cols: Columns, links: PairLinks, kind: int, roots: np.ndarray, equalities: int, deadline: float
-) -> np.ndarray:
+def _shallower(cols: Columns, links: PairLinks, kind: int, roots: np.ndarray, deadline: float) -> np.ndarray:
     """The second LP's column values after column generation of its own: hub trees (`_hubs`)
     and depth-limited Prim trees (height h ≤ each of `DEPTHS`) under its link duals join when
-    their reduced cost h² + price − (their root's equality dual, or the rate row's) is
+    their reduced cost h² + price − the rate row's dual is
     negative, for at most `SHALLOW_ROUNDS` rounds or until the `deadline`. The first LP's
     optimal trees are often deep chains where shallow trees of the same rate exist (a star's
     Broadcast: the root to one rank, which copies to the rest), and only these prices find them."""
@@ -139,7 +139,7 @@ def _shallower(
         if time.monotonic() > deadline:
             break
         price = links.dense(links.use @ -duals[: len(links.cap)])
-        worth = duals[len(links.cap) :]
+        worth = duals[len(links.cap) :]  # the rate row's dual
         p = price if kind else price.T
         added = 0
         found = [_hubs(p, r) for r in roots.tolist()]
@@ -147,10 +147,9 @@ def _shallower(
         for trees, heights in found:
             for tree, h in zip(trees, heights, strict=True):
                 kids = np.flatnonzero(tree >= 0)
-                r = int(np.flatnonzero(tree < 0)[0])
-                reduced = h * h + p[tree[kids], kids].sum() - worth[equalities if not equalities else r]
+                reduced = h * h + p[tree[kids], kids].sum() - worth[0]
                 if reduced < -EPS:
-                    added += cols.add(kind, tree, float(h * h), None if equalities else equalities)
+                    added += cols.add(kind, tree, float(h * h), 0)
         if not added:
             break
         weights, duals = lp.solve()
