@@ -259,13 +259,15 @@ def test_property_textbook_schedules_in_any_rank_order(name, seed):
     assert validate(shuffled).ok == reference(shuffled)
 
 
-def test_export_and_runs_refuse_other_collectives_for_now():
-    from arsched.errors import ArschedError
-    from arsched.runtime.executor import run_schedule
+def test_export_and_runs_take_every_collective():
+    """The MSCCL export names the collective and comes back as it; a run's checks pass (the
+    runs themselves: tests/runtime/test_runtime_collectives.py)."""
+    from arsched.runtime.executor import _check
     from arsched.runtime.msccl_export import to_xml
+    from arsched.runtime.msccl_import import from_xml
 
-    s = TEXTBOOK["allgather"]()
-    with pytest.raises(ArschedError, match="AllReduce schedules only so far, not AllGather"):
-        to_xml(s)
-    with pytest.raises(ArschedError, match="computes AllGather; runs check AllReduce only"):
-        run_schedule(s)
+    for name, make in TEXTBOOK.items():
+        s = make()
+        back = from_xml(to_xml(s), s.topology, s.ranks, s.nbytes)
+        assert (back.collective, back.root) == (name, s.root)
+        assert _check([s], "gloo", 1, 1.0) == len(RANKS)

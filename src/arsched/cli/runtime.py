@@ -32,14 +32,17 @@ def run_cmd(
 ) -> None:
     """Execute a schedule with torch.distributed, one local process per rank, on real tensors.
 
-    Each rank sends and receives its chunks step by step (batched isend/irecv per step), then
-    the same processes run torch's all_reduce on the same input: the result is compared
-    (max abs error; the inputs are integers, so a correct schedule gives exactly 0) and both are
-    timed side by side. Times are this machine's loopback, not the schedule's topology. Exit 1
-    if the result differs from torch's.
+    Each rank starts as the schedule's collective says and sends and receives its chunks step
+    by step (batched isend/irecv per step), then the same processes run torch's own collective
+    (all_reduce, reduce_scatter_single, all_gather_single, broadcast, reduce or
+    all_to_all_single) on the same input: the result is compared (max abs error; the inputs are
+    integers, so a correct schedule gives exactly 0) and both are timed side by side. Times are
+    this machine's loopback, not the schedule's topology. Exit 1 if the result differs from
+    torch's.
     """
     from arsched.collective import load
     from arsched.runtime.executor import run_schedule
+    from arsched.runtime.layout import TORCH_CALLS
     from arsched.units import parse_size
 
     nbytes = None if size is None else parse_size(size)
@@ -55,9 +58,10 @@ def run_cmd(
             f"({result.nbytes / 1e6:g} MB per rank, median of {repeat})",
             show_header=False,
         )
-        table.add_row("max abs error vs torch all_reduce", f"{result.max_abs_error:g}")
+        call = TORCH_CALLS[schedule.collective]
+        table.add_row(f"max abs error vs torch {call}", f"{result.max_abs_error:g}")
         table.add_row("schedule time", f"{result.time_s * 1e3:.3f} ms")
-        table.add_row("torch all_reduce time", f"{result.torch_allreduce_time_s * 1e3:.3f} ms")
+        table.add_row(f"torch {call} time", f"{result.torch_allreduce_time_s * 1e3:.3f} ms")
         table.add_row("schedule / torch", f"{result.time_s / result.torch_allreduce_time_s:.2f}×")
         out.print(table)
         out.print("[dim]Times are this machine's loopback, not the schedule's topology.[/dim]")
@@ -70,15 +74,16 @@ def export_cmd(
     out_file: Annotated[Path, typer.Option("--out", "-o", help="Where to write (.xml).", show_default=False)],
     fmt: Annotated[str, typer.Option("--format", help="Output format: msccl-xml.")] = "msccl-xml",
     proto: Annotated[str, typer.Option(help="MSCCL protocol: Simple, LL or LL128.")] = "Simple",
-    min_size: Annotated[str, typer.Option(help="Smallest AllReduce MSCCL should use it for.")] = "0",
+    min_size: Annotated[str, typer.Option(help="Smallest size MSCCL should use it for.")] = "0",
     max_size: Annotated[
         str | None, typer.Option(help="Size from which MSCCL should not use it (default: no limit).")
     ] = None,
 ) -> None:
     """Write a schedule as an MSCCL algorithm (XML) that the MSCCL runtime can load.
 
-    In place on the input buffer, one thread block per peer and direction, waits between
-    thread blocks from the schedule's step semantics. Check the file with `arsched import`.
+    `coll` is the schedule's collective; in place (AllToAll out of place, relayed chunks in
+    scratch), one thread block per peer and direction, waits between thread blocks from the
+    schedule's step semantics. Check the file with `arsched import`.
     """
     from arsched.collective import load
     from arsched.runtime.msccl_export import save_xml
@@ -111,14 +116,16 @@ def import_cmd(
         ),
     ] = None,
     size: Annotated[
-        str, typer.Option("--size", "-s", help="AllReduce size per rank for the schedule.")
+        str,
+        typer.Option("--size", "-s", help="One rank's buffer (the schedule's `bytes`), e.g. 100MB."),
     ] = "100MB",
 ) -> None:
-    """Read an MSCCL XML allreduce (ours or another tool's) into a validated schedule.
+    """Read an MSCCL XML algorithm (ours or another tool's) into a validated schedule of its
+    collective (`coll`).
 
     Sends and receives are matched per connection; steps are the earliest the program's
     order allows; paths come from the topology's routing. A race between thread blocks, a
-    scratch buffer or a malformed file is reported in one sentence (exit 2).
+    scratch buffer outside AllToAll or a malformed file is reported in one sentence (exit 2).
     """
     from arsched.collective import save
     from arsched.runtime.msccl_import import load_xml
@@ -135,7 +142,8 @@ def import_cmd(
     schedule = load_xml(file, topo, names, nbytes)
     save(schedule, out_file)
     sys.stdout.write(
-        f"wrote {out_file}: {len(schedule)} transfers in {schedule.num_steps} steps, valid AllReduce\n"
+        f"wrote {out_file}: {len(schedule)} transfers in {schedule.num_steps} steps, "
+        f"valid {schedule.kind.title}\n"
     )
 
 

@@ -1,6 +1,10 @@
 """Export a valid Schedule as an MSCCL XML algorithm (format: `msccl_format`).
 
-The program is in place on the input buffer `i` (no scratch): one thread block per (rank,
+The program names the schedule's collective in `coll` and puts each chunk where
+`msccl_format.Buffers` says: in place for all but AllToAll (AllReduce, Broadcast, Reduce and
+ReduceScatter on the input `i`, AllGather on its output `o`), AllToAll out of place with the
+chunks a gpu relays in scratch and each gpu's block to itself one local copy (`cpy`, in a
+thread block of its own, as MSCCL's own AllToAll programs do). One thread block per (rank,
 peer, direction), on channel 0 unless a rank has more than MSCCL's 32 thread blocks per
 channel in one direction (then the next channel, the same at both ends). A transfer is a send
 (`s`) at its source and a receive at its destination, `rrc` (receive, reduce, copy) for
@@ -24,13 +28,18 @@ from arsched.collective.validate import validate
 from arsched.errors import ArschedError
 from arsched.fileio import write_atomic
 from arsched.runtime.msccl_format import (
+    COLLS,
     MAX_BYTES,
+    MAX_COUNT,
     MAX_STEPS_PER_TB,
     MAX_TBS,
     MAX_TBS_PER_CHANNEL,
     PROTOCOLS,
+    Buffers,
     MscclFormatError,
 )
+
+REDUCING = ("allreduce", "reduce_scatter", "reduce")  # the others only copy: redop="nop"
 
 
 @dataclass
@@ -126,13 +135,40 @@ def _prune_waits(tb_ops: list[list[_Op]]) -> None:
             waited.update(latest)
 
 
-def _step_xml(s: int, kind: str, chunk: int, dep: tuple[int, int] | None, hasdep: bool) -> str:
-    off = -1 if kind == "nop" else chunk
+def _step_xml(
+    s: int, kind: str, at: tuple[str, int], dep: tuple[int, int] | None, hasdep: bool, to=None, cnt=1
+) -> str:
+    """One step on (buffer, offset) `at`, and onto `to` for a local copy."""
+    buf, off = ("i", -1) if kind == "nop" else at
+    dst, dstoff = to or (buf, off)
     depid, deps = dep if dep is not None else (-1, -1)
     return (
-        f'      <step s="{s}" type="{kind}" srcbuf="i" srcoff="{off}" dstbuf="i" dstoff="{off}" '
-        f'cnt="{0 if kind == "nop" else 1}" depid="{depid}" deps="{deps}" hasdep="{int(hasdep)}"/>'
+        f'      <step s="{s}" type="{kind}" srcbuf="{buf}" srcoff="{off}" dstbuf="{dst}" dstoff="{dstoff}" '
+        f'cnt="{0 if kind == "nop" else cnt}" depid="{depid}" deps="{deps}" hasdep="{int(hasdep)}"/>'
     )
+
+
+def _self_copy(buffers: Buffers, rank: int) -> list[str]:
+    """An AllToAll gpu's block to itself, copied from `i` to `o` in steps of at most MAX_COUNT
+    chunks."""
+    k = buffers.block
+    return [
+        _step_xml(i, "cpy", ("i", rank * k + a), None, False, ("o", rank * k + a), min(MAX_COUNT, k - a))
+        for i, a in enumerate(range(0, k, MAX_COUNT))
+    ]
+
+
+def _check_self_blocks(s: Schedule) -> None:
+    """An AllToAll export copies each rank's block to itself locally: no transfer may move it."""
+    k = s.num_chunks // (s.num_ranks * s.num_ranks)
+    pair = s.chunk // k
+    mine = pair // s.num_ranks == pair % s.num_ranks
+    if mine.any():
+        c = int(s.chunk[np.flatnonzero(mine)[0]])
+        raise MscclFormatError(
+            f"{s.algorithm} moves chunk {c}, part of a rank's AllToAll block to itself, which the "
+            "MSCCL export copies locally from input to output"
+        )
 
 
 def to_xml(
@@ -147,26 +183,28 @@ def to_xml(
     The schedule must be valid; MscclFormatError if a thread block would exceed MSCCL's 256
     steps (use fewer chunks) or an argument is out of range.
     """
-    if schedule.collective != "allreduce":
-        raise ArschedError(f"MSCCL export writes AllReduce schedules only so far, not {schedule.kind.title}")
     report = validate(schedule)
     if not report.ok:
-        raise ArschedError(f"the schedule is not a valid AllReduce: {report.message}")
+        raise ArschedError(f"the schedule is not a valid {schedule.kind.title}: {report.message}")
     if proto not in PROTOCOLS:
         raise MscclFormatError(f"protocol {proto!r} is not one of {', '.join(PROTOCOLS)}")
     if not 0 <= min_bytes < max_bytes <= MAX_BYTES:
         raise MscclFormatError(f"the size range {min_bytes}..{max_bytes} bytes is empty or out of range")
     s = schedule
     n = s.num_ranks
+    all_to_all = s.collective == "alltoall"
+    if all_to_all:
+        _check_self_blocks(s)
+    buffers = Buffers(s.collective, n, s.num_chunks)
     rank_of = s.rank_of_node
     src, dst = rank_of[s.src], rank_of[s.dst]
     chan = _channels(src, dst)
     tbs = _thread_blocks(chan, n)
     worst = max(range(n), key=lambda r: len(tbs[r]))
-    if len(tbs[worst]) > MAX_TBS:
+    if len(tbs[worst]) + all_to_all > MAX_TBS:
         raise MscclFormatError(
-            f"rank {s.ranks[worst]} needs {len(tbs[worst])} thread blocks (one per peer and direction); "
-            f"MSCCL allows {MAX_TBS}"
+            f"rank {s.ranks[worst]} needs {len(tbs[worst]) + all_to_all} thread blocks (one per peer and "
+            f"direction{', one for its local copy' if all_to_all else ''}); MSCCL allows {MAX_TBS}"
         )
     ops, order, send_at, recv_at = _place_ops(s, src, dst, tbs, chan)
     _add_waits(s, ops, order, src, dst, send_at, recv_at)
@@ -177,12 +215,15 @@ def to_xml(
     nchannels = max(chan.values(), default=0) + 1
     lines = [
         f'<algo name={quoteattr(name or s.algorithm)} proto={quoteattr(proto)} nchannels="{nchannels}" '
-        f'nchunksperloop="{s.num_chunks}" ngpus="{n}" coll="allreduce" inplace="1" outofplace="0" '
-        f'minBytes="{int(min_bytes)}" maxBytes="{int(max_bytes)}" redop="sum">'
+        f'nchunksperloop="{buffers.per_loop}" ngpus="{n}" coll="{COLLS[s.collective]}" '
+        f'inplace="{int(not all_to_all)}" outofplace="{int(all_to_all)}" minBytes="{int(min_bytes)}" '
+        f'maxBytes="{int(max_bytes)}" redop="{"sum" if s.collective in REDUCING else "nop"}">'
     ]
     for r in range(n):
         targets = {(tb, int(where[r][tb][i])) for seq in ops[r] for op in seq for tb, i in op.deps}
-        lines.append(f'  <gpu id="{r}" i_chunks="{s.num_chunks}" o_chunks="{s.num_chunks}" s_chunks="0">')
+        relays = any(buffers.place(r, op.chunk)[0] == "s" for seq in ops[r] for op in seq)
+        size = buffers.sizes(relays)
+        lines.append(f'  <gpu id="{r}" i_chunks="{size["i"]}" o_chunks="{size["o"]}" s_chunks="{size["s"]}">')
         for (send, recv, ch), tb in tbs[r].items():
             seq = ops[r][tb]
             if len(seq) and where[r][tb][-1] >= MAX_STEPS_PER_TB:
@@ -195,10 +236,14 @@ def to_xml(
             for op in seq:
                 deps = [(d, int(where[r][d][i])) for d, i in op.deps]
                 for dep in deps[:-1]:
-                    lines.append(_step_xml(k, "nop", 0, dep, False))
+                    lines.append(_step_xml(k, "nop", ("i", -1), dep, False))
                     k += 1
-                lines.append(_step_xml(k, op.kind, op.chunk, deps[-1] if deps else None, (tb, k) in targets))
+                at = buffers.place(r, op.chunk)
+                lines.append(_step_xml(k, op.kind, at, deps[-1] if deps else None, (tb, k) in targets))
                 k += 1
+            lines.append("    </tb>")
+        if all_to_all:
+            lines += [f'    <tb id="{len(tbs[r])}" send="-1" recv="-1" chan="0">', *_self_copy(buffers, r)]
             lines.append("    </tb>")
         lines.append("  </gpu>")
     lines.append("</algo>")

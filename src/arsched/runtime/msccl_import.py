@@ -1,12 +1,17 @@
-"""Import an MSCCL XML allreduce as a validated Schedule (format: `msccl_format`).
+"""Import an MSCCL XML algorithm as a validated Schedule of its collective (format:
+`msccl_format`).
 
-Every connection's sends are matched with its receives in order, the happens-before order of
-the program is built (thread-block order, waits, send before receive), every two conflicting
-accesses to a chunk must be ordered (otherwise the program has a race), and each transfer gets
-the earliest step the step semantics allow. Input and output buffer are read as one (in
-place); scratch buffers and moves between chunk positions have no counterpart in the schedule
-IR and are refused with one sentence. `rrs` (receive, reduce, send without storing) is read as
-`rrcs`: the partial sum stays in the local chunk.
+`coll` names the collective; every buffer position is read as the chunk id that
+`msccl_format.Buffers` puts there (the layout the export writes, which is the runtime's own for
+in-place calls). Every connection's sends are matched with its receives in order, the
+happens-before order of the program is built (thread-block order, waits, send before receive),
+every two conflicting accesses to a chunk must be ordered (otherwise the program has a race),
+and each transfer gets the earliest step the step semantics allow. The root of a Broadcast is
+the one gpu that receives nothing, of a Reduce the one that sends nothing. Scratch outside
+AllToAll and moves between chunk ids have no counterpart in the schedule IR and are refused
+with one sentence; a local copy onto the same chunk id (AllToAll's block to itself, from input
+to output) does nothing. `rrs` (receive, reduce, send without storing) is read as `rrcs`: the
+partial sum stays in the local chunk.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ import numpy as np
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, fromstring
 
+from arsched.collective.kinds import ROOTED, Collective
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.collective.validate import validate
 from arsched.fileio import read_text
-from arsched.runtime.msccl_format import STEP_TYPES, MscclFormatError
+from arsched.runtime.msccl_format import FROM_COLL, STEP_TYPES, Buffers, MscclFormatError
 from arsched.topology.core import Topology
 
 
@@ -56,7 +62,7 @@ class _Program:
     """The parsed program as a graph of nodes (op halves) with happens-before edges."""
 
     ngpus: int
-    nchunks: int
+    buffers: Buffers
     name: str
     edges: list[tuple[int, int]] = field(default_factory=list)
     node_where: list[str] = field(default_factory=list)
@@ -75,16 +81,32 @@ class _Program:
         return len(self.node_where) - 1
 
 
-def _buffer(step: ET.Element, key: str, what: str) -> None:
-    value = step.get(key)
+def _buffer_name(st: ET.Element, key: str, what: str) -> str:
+    """The buffer a step names in attribute `key`: 'i', 'o' or 's'."""
+    value = st.get(key)
     if value is None:
         raise MscclFormatError(f"{what} has no {key!r} attribute")
-    if value == "s":
-        raise MscclFormatError(
-            f"{what} uses the scratch buffer, which arsched's schedule IR has no counterpart for"
-        )
-    if value not in ("i", "o"):
+    if value not in ("i", "o", "s"):
         raise MscclFormatError(f"{what} has {key}={value!r}; MSCCL buffers are 'i', 'o' and 's'")
+    return value
+
+
+def _chunks(buffers: Buffers, g: int, st: ET.Element, key: str, off: int, cnt: int, what: str) -> list[int]:
+    """The chunk ids of `cnt` chunks from offset `off` of the buffer named by attribute `key`
+    on gpu `g`; one sentence for an unknown buffer, scratch outside AllToAll or a range past
+    the buffer."""
+    value = _buffer_name(st, key, what)
+    if value == "s" and buffers.collective != "alltoall":
+        raise MscclFormatError(
+            f"{what} uses the scratch buffer, which arsched's schedule IR has no counterpart for "
+            "outside AllToAll"
+        )
+    size = buffers.sizes(scratch=True)[value]
+    if not 0 <= off <= size - cnt:
+        raise MscclFormatError(
+            f"{what} has {key[:3]}off={off} with cnt={cnt}, outside the {size} chunks of buffer {value!r}"
+        )
+    return [buffers.chunk(g, value, o) for o in range(off, off + cnt)]
 
 
 @dataclass(frozen=True)
@@ -134,28 +156,24 @@ def _read_step(st: ET.Element, pos: int, what: str) -> _Step:
     return _Step(sw, kind, srcoff, dstoff, cnt, _int(st, "depid", sw), _int(st, "deps", sw))
 
 
-def _local_chunks(st: ET.Element, step: _Step, nchunks: int) -> range:
-    """The chunks of its own gpu that a data-moving step touches. Refuses scratch buffers, empty
-    counts, offsets outside the buffer and moves between chunk positions."""
-    _buffer(st, "srcbuf", step.where)
-    _buffer(st, "dstbuf", step.where)
+def _local_chunks(buffers: Buffers, g: int, st: ET.Element, step: _Step) -> list[int]:
+    """The chunk ids of gpu `g` that a data-moving step touches. Refuses empty counts, buffers
+    the collective has no place for, offsets outside the buffer and moves between chunk ids."""
     if step.cnt < 1:
         raise MscclFormatError(f"{step.where} moves cnt={step.cnt} chunks; it must be at least 1")
+    for key in ("srcbuf", "dstbuf"):  # the runtime reads both names, whichever the step uses
+        _buffer_name(st, key, step.where)
     combines = step.kind in ("cpy", "re", "rrc", "rrcs")  # src and dst are both local chunks
-    local = step.srcoff if step.kind in ("s", "rrs") else step.dstoff
-    offsets = ((step.srcoff, "srcoff"), (step.dstoff, "dstoff")) if combines else ((local, "offset"),)
-    for off, key in offsets:
-        if not 0 <= off <= nchunks - step.cnt:
-            raise MscclFormatError(
-                f"{step.where} has {key}={off} with cnt={step.cnt}, "
-                f"outside the {nchunks} chunks of the buffer"
-            )
-    if combines and step.srcoff != step.dstoff:
+    if combines or step.kind in ("s", "rrs"):
+        src = _chunks(buffers, g, st, "srcbuf", step.srcoff, step.cnt, step.where)
+    if combines or step.kind not in ("s", "rrs"):
+        dst = _chunks(buffers, g, st, "dstbuf", step.dstoff, step.cnt, step.where)
+    if combines and src != dst:
         raise MscclFormatError(
-            f"{step.where} ({step.kind}) combines chunk {step.srcoff} into chunk {step.dstoff}; arsched's "
+            f"{step.where} ({step.kind}) combines chunk {src[0]} into chunk {dst[0]}; arsched's "
             "schedule IR keeps every chunk in its own position"
         )
-    return range(local, local + step.cnt)
+    return src if step.kind in ("s", "rrs") else dst
 
 
 def _check_peers(step: _Step, block: _Block) -> None:
@@ -171,7 +189,7 @@ def _add_step(prog: _Program, g: int, block: _Block, st: ET.Element, step: _Step
     first = last = prog.node(step.where, (g, block.id))
     if step.kind == "nop":
         return first, last
-    chunks = _local_chunks(st, step, prog.nchunks)
+    chunks = _local_chunks(prog.buffers, g, st, step)
     _check_peers(step, block)
     receives, reduces, sends = STEP_TYPES[step.kind]
     if receives:
@@ -201,7 +219,7 @@ def _parse_tb(prog: _Program, g: int, tb: ET.Element, what: str) -> tuple[int, l
 
 
 def _read_root(text: str, where: str) -> tuple[ET.Element, _Program]:
-    """The `<algo>` element of an allreduce and an empty program of its size."""
+    """The `<algo>` element and an empty program of its collective and size."""
     try:
         root = fromstring(text, forbid_dtd=True)  # MSCCL XML has no DTD: none may expand entities
     except DefusedXmlException:
@@ -214,14 +232,20 @@ def _read_root(text: str, where: str) -> tuple[ET.Element, _Program]:
     if root.tag != "algo":
         raise MscclFormatError(f"{where} has root element <{root.tag}>; MSCCL XML starts with <algo>")
     coll = root.get("coll")
-    if coll != "allreduce":
-        raise MscclFormatError(f"{where} is a {coll!r} algorithm; only allreduce can be imported")
-    prog = _Program(
-        _int(root, "ngpus", "<algo>"), _int(root, "nchunksperloop", "<algo>"), root.get("name", "msccl")
-    )
-    if prog.ngpus < 1 or prog.nchunks < 1:
+    if coll not in FROM_COLL:
+        raise MscclFormatError(f"{where} is a {coll!r} algorithm; arsched imports {', '.join(FROM_COLL)}")
+    name = FROM_COLL[coll]
+    ngpus, per_loop = _int(root, "ngpus", "<algo>"), _int(root, "nchunksperloop", "<algo>")
+    if ngpus < 1 or per_loop < 1:
         raise MscclFormatError(f"{where} needs ngpus and nchunksperloop of at least 1")
-    return root, prog
+    chunks = per_loop * (ngpus if name == "alltoall" else 1)
+    if name == "alltoall" and per_loop % ngpus:
+        problem = f"an alltoall over {ngpus} gpus needs a multiple of {ngpus} chunks per loop, not {per_loop}"
+    else:
+        problem = Collective(name, ngpus, chunks, 0 if name in ROOTED else None).problem()
+    if problem is not None:
+        raise MscclFormatError(f"{where} cannot be read: {problem}")
+    return root, _Program(ngpus, Buffers(name, ngpus, chunks), root.get("name", "msccl"))
 
 
 def _parse_gpu(prog: _Program, g: int, gpu: ET.Element) -> None:
@@ -361,6 +385,23 @@ def _earliest_steps(rows: np.ndarray, count: int) -> np.ndarray:
     raise MscclFormatError("the program's order cannot be written as steps (its constraints form a cycle)")
 
 
+def _root(prog: _Program, transfers: list, where: str) -> int | None:
+    """The root gpu of a Broadcast (the one that receives nothing) or Reduce (the one that sends
+    nothing); None for the other collectives."""
+    name = prog.buffers.collective
+    if name not in ROOTED:
+        return None
+    busy = {t[1] if name == "broadcast" else t[0] for t in transfers}
+    idle = [g for g in range(prog.ngpus) if g not in busy]
+    if len(idle) != 1:
+        doing = "receives" if name == "broadcast" else "sends"
+        raise MscclFormatError(
+            f"{where} is a {name} whose root cannot be told: the root is the one gpu that {doing} "
+            f"nothing, and {len(idle)} gpus do"
+        )
+    return idle[0]
+
+
 def from_xml(
     text: str,
     topology: Topology,
@@ -368,8 +409,9 @@ def from_xml(
     nbytes: float = 1e8,
     where: str = "the XML",
 ) -> Schedule:
-    """A validated Schedule from MSCCL XML; gpu i is `ranks[i]` (default: the topology's first
-    servers), paths are the topology's routes. MscclFormatError with one sentence otherwise."""
+    """A validated Schedule of the XML's collective; gpu i is `ranks[i]` (default: the
+    topology's first servers), paths are the topology's routes, `nbytes` is one rank's buffer
+    as the schedule format defines it. MscclFormatError with one sentence otherwise."""
     prog, transfers = _parse(text, where)
     names = tuple(topology.servers[: prog.ngpus] if ranks is None else ranks)
     if len(names) != prog.ngpus:
@@ -380,7 +422,17 @@ def from_xml(
     topo_index, ancestors = _happens_before(prog)
     rows = _constraints(prog, transfers, topo_index, ancestors)
     step = _earliest_steps(rows, len(transfers))
-    builder = ScheduleBuilder(topology, names, nbytes, prog.nchunks, prog.name, {"source": "msccl-xml"})
+    root = _root(prog, transfers, where)
+    builder = ScheduleBuilder(
+        topology,
+        names,
+        nbytes,
+        prog.buffers.num_chunks,
+        prog.name,
+        {"source": "msccl-xml"},
+        collective=prog.buffers.collective,
+        root=None if root is None else names[root],
+    )
     # within a step, in the order of the receives: keeps each connection's order and each chain
     # of reduces into one chunk, so exporting the result gives the same program again
     rn_topo = [int(topo_index[t[5]]) for t in transfers]
@@ -390,7 +442,7 @@ def from_xml(
     schedule = builder.build()
     report = validate(schedule)
     if not report.ok:
-        raise MscclFormatError(f"{where} does not compute an AllReduce: {report.message}")
+        raise MscclFormatError(f"{where} does not compute {schedule.kind.title}: {report.message}")
     return schedule
 
 

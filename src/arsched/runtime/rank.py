@@ -1,5 +1,5 @@
-"""Inside one rank of `arsched run`: join the process group, run each schedule beside torch's
-all_reduce, report to the parent.
+"""Inside one rank of `arsched run`: join the process group, run each schedule beside torch's own
+collective (`layout`), report to the parent.
 
 A rank shows how far it got in a shared array, `progress[rank] = 2 * events + waiting`: an event
 is a step done (start-up phases count too), and `waiting` is 1 while it waits on others, so the
@@ -22,10 +22,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from arsched.errors import ArschedError
 from arsched.lifeline import die_with_parent
+from arsched.runtime.layout import GARBAGE, Layout, torch_reference
 
 log = logging.getLogger(__name__)
 
@@ -147,30 +146,41 @@ class Rank:
                     chunks[c].add_(buf)
             self.mark(waiting=False)
 
-    def run(
-        self, plan: list, num_chunks: int, nelem: int, repeat: int, seed: int, first: bool
-    ) -> dict[str, Any]:
-        """Time torch's all_reduce and the schedule alternately; compare their results."""
+    def run(self, plan: list, layout: Layout, repeat: int, seed: int, first: bool) -> dict[str, Any]:
+        """Time torch's own collective and the schedule alternately; compare their results where
+        the collective's goal says (`layout`)."""
         import torch
         import torch.distributed as dist
 
         gen = torch.Generator().manual_seed(seed * 1_000_003 + self.rank)
-        data = torch.randint(-8, 9, (nelem,), generator=gen).to(torch.float32).to(self.device)
-        bounds = np.linspace(0, nelem, num_chunks + 1).round().astype(int).tolist()
-        buf, ref = data.clone(), data.clone()
-        chunks = [buf[a:b] for a, b in itertools.pairwise(bounds)]
+        start = torch.full((layout.total,), GARBAGE)
+        data = torch.randint(-8, 9, (sum(b - a for a, b in layout.own),), generator=gen).to(torch.float32)
+        pos = 0
+        for a, b in layout.own:
+            start[a:b] = data[pos : pos + b - a]
+            pos += b - a
+        start = start.to(self.device)
+        buf = start.clone()
+        x = _gather(start, layout.inputs)  # torch's input, kept: a view where it is one range
+        ref = x.clone()
+        out = torch.empty(layout.outputs, device=self.device) if layout.outputs else ref
+        chunks = [buf[a:b] for a, b in itertools.pairwise(layout.bounds)]
         scratch = [[torch.empty_like(chunks[c]) for _, c, _ in recvs] for _, recvs in plan]
         times = torch.zeros(2, repeat + 1, dtype=torch.float64)
         for i in range(repeat + 1):  # run 0 warms up and is not counted
             log.info("run %d of %d", i, repeat)
-            ref.copy_(data)
-            times[0, i] = self.timed(lambda: dist.all_reduce(ref))
-            buf.copy_(data)
+            ref.copy_(x)
+            times[0, i] = self.timed(lambda: torch_reference(layout, ref, out))
+            buf.copy_(start)
             times[1, i] = self.timed(lambda i=i: self.execute(plan, chunks, scratch, first and i == 0))
         if first:
             self.fail_at("end")
-        err = (buf - ref).abs().max().reshape(1).to(torch.float64)
-        stats = torch.cat([err.cpu(), times.flatten()]).to(self.device)
+        err = torch.zeros(1, dtype=torch.float64)
+        pos = 0
+        for a, b in layout.goal:
+            err = torch.maximum(err, (buf[a:b] - out[pos : pos + b - a]).abs().max().cpu().to(torch.float64))
+            pos += b - a
+        stats = torch.cat([err, times.flatten()]).to(self.device)
         log.info("gathering the results")
         self.mark(waiting=True)
         dist.all_reduce(stats, op=dist.ReduceOp.MAX)  # worst error, slowest rank per run
@@ -178,6 +188,15 @@ class Rank:
         stats = stats.cpu()
         t = stats[1:].reshape(2, repeat + 1)[:, 1:]
         return {"max_abs_error": float(stats[0]), "torch": t[0].tolist(), "schedule": t[1].tolist()}
+
+
+def _gather(vector: Any, ranges: list[tuple[int, int]]) -> Any:
+    """The elements of `ranges`, in order: a view for one range, a copy otherwise."""
+    import torch
+
+    if len(ranges) == 1:
+        return vector[ranges[0][0] : ranges[0][1]]
+    return torch.cat([vector[a:b] for a, b in ranges])
 
 
 def _to_log(path: Path, rank: int) -> None:
@@ -203,8 +222,8 @@ def worker(
         me = Rank(rank, progress, options["fault"])
         me.join(backend, port, world, options["timeout"])
         out = [
-            me.run(plan, chunks, nelem, options["repeat"], options["seed"], first=i == 0)
-            for i, (plan, chunks, nelem) in enumerate(jobs)
+            me.run(plan, layout, options["repeat"], options["seed"], first=i == 0)
+            for i, (plan, layout) in enumerate(jobs)
         ]
         if rank == 0:
             results.put(("ok", rank, time.time(), out))
