@@ -92,3 +92,58 @@ def test_report_of_nothing_is_one_line(capsys, tmp_path):
     assert_one_line_error(code, err)
     code, _, err = run(capsys, "report", str(tmp_path / "missing"))
     assert_one_line_error(code, err)
+
+
+COLLECTIVES = """
+name: collectives
+runs:
+  - kind: algorithm
+    topologies: ["star:n=4"]
+    algorithms: [ring, direct, mcf]
+    collectives: [allgather, broadcast, alltoall]
+    root: s2
+    sizes: [1MB]
+"""
+
+
+def test_a_sweep_of_several_collectives_runs_each_algorithm_it_builds_and_groups_the_report(tmp_path):
+    from arsched.experiments.report import render
+
+    config = tmp_path / "c.yaml"
+    config.write_text(COLLECTIVES)
+    tasks = expand(load_config(config))
+    pairs = {(dict(t.params)["collective"], dict(t.params)["algorithm"]) for t in tasks}
+    # mcf builds only AllToAll, ring no AllToAll: each runs for what it builds
+    assert pairs == {
+        ("allgather", "ring"), ("allgather", "direct"), ("broadcast", "ring"), ("broadcast", "direct"),
+        ("alltoall", "direct"), ("alltoall", "mcf"),
+    }  # fmt: skip
+    roots = {dict(t.params)["collective"]: dict(t.params)["root"] for t in tasks}
+    assert roots == {"allgather": "", "broadcast": "s2", "alltoall": ""}
+    sweep(tasks, tmp_path / "runs", workers=1)
+    rows = read_rows(tmp_path / "runs", "algorithm")
+    assert len(rows) == 6 and all(float(r["gap"]) >= 1 - 1e-9 for r in rows)
+    page = render([tmp_path / "runs"])
+    assert [m for m in re.findall(r"<h2>(AllGather|Broadcast|AllToAll)</h2>", page)] == [
+        "AllGather",
+        "Broadcast",
+        "AllToAll",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("block", "words"),
+    [
+        ("collectives: [gather]", "collective 'gather' is not one of allreduce"),
+        ("collectives: [alltoall]\n    algorithms: [ring]", "no algorithm of the block builds alltoall"),
+    ],
+)
+def test_collectives_a_sweep_cannot_run_are_refused_when_it_loads(tmp_path, block, words):
+    from arsched.errors import ArschedError
+
+    text = 'name: x\nruns:\n  - kind: algorithm\n    topologies: ["star:n=4"]\n'
+    text += ("    algorithms: [ring]\n" if "algorithms" not in block else "") + f"    {block}\n"
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(ArschedError, match=re.escape(words)):
+        load_config(config)

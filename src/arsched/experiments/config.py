@@ -104,11 +104,15 @@ def _as_algorithm(v: Any) -> Any:
 
 
 class AlgorithmRuns(_Block):
-    """Topologies × algorithms × sizes × seeds × models: build, validate, simulate."""
+    """Collectives × topologies × algorithms × sizes × seeds × models: build, validate,
+    simulate. An algorithm runs for the collectives it builds; `root` (a node id; default the
+    first rank) is Broadcast's and Reduce's."""
 
     kind: Literal["algorithm"]
     topologies: list[Spec] = Field(min_length=1)
     algorithms: list[Annotated[AlgorithmSpec, Field()]] = Field(min_length=1)
+    collectives: list[str] = Field(default_factory=lambda: ["allreduce"], min_length=1)
+    root: str | None = None
     sizes: list[Size] = Field(default_factory=lambda: ["1MB", "256MB"], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     models: list[Literal["flow", "rounds"]] = Field(default_factory=lambda: ["flow"], min_length=1)
@@ -131,6 +135,35 @@ class AlgorithmRuns(_Block):
         if v is not None and not 0 <= parse_time(str(v)) < math.inf:
             raise ValueError(f"alpha must be a finite time >= 0, got {v!r}")
         return v
+
+    @field_validator("collectives")
+    @classmethod
+    def _collectives(cls, v: list[str]) -> list[str]:
+        from arsched.collective.kinds import NAMES
+
+        for c in v:
+            if c not in NAMES:
+                raise ValueError(f"collective {c!r} is not one of {', '.join(NAMES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _every_collective_has_an_algorithm(self) -> AlgorithmRuns:
+        """A collective none of the block's algorithms builds, or parameters an algorithm's
+        builder of a collective does not take, fail when the config loads."""
+        from arsched.algorithms import get
+
+        for c in self.collectives:
+            builders = [a for a in self.algorithms if c in get(a.name).builders]
+            if not builders:
+                raise ValueError(f"no algorithm of the block builds {c}")
+            for a in builders:
+                own = get(a.name).parameters_of(c)
+                bad = [k for k in a.params if own is not None and k not in own]
+                if bad:
+                    raise ValueError(
+                        f"{a.name}'s {c} has no parameter {bad[0]!r}; it takes {', '.join(own) or 'none'}"
+                    )
+        return self
 
 
 def _trace(v: str) -> str:

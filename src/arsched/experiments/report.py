@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from arsched.collective.kinds import NAMES, TITLES
 from arsched.errors import ArschedError
 from arsched.experiments.sweep import read_rows
 from arsched.experiments.tasks import KINDS
@@ -110,12 +111,26 @@ def _csv_link(folder: Path, kind: str) -> str:
 
 
 def _algorithm_section(rows: list[dict[str, str]]) -> str:
+    """The gap tables and plots, one part per collective where a sweep ran several."""
     parts = _intro(
         "Algorithms: gap to the lower bound",
-        "Gap = simulated time / lower bound (1 is optimal), mean over seeds; the best "
-        "algorithm of each topology in bold. Every schedule passed the validator before it was "
-        "simulated.",
+        "Gap = simulated time / lower bound of the schedule's own collective (1 is optimal), mean "
+        "over seeds; the best algorithm of each topology in bold. Every schedule passed the "
+        "validator before it was simulated.",
     )
+    by_collective: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for r in rows:
+        by_collective[r.get("collective") or "allreduce"].append(r)
+    for collective in [c for c in NAMES if c in by_collective]:
+        if len(by_collective) > 1:
+            parts.append(f"<h2>{TITLES[collective]}</h2>")
+        parts += _algorithm_parts(by_collective[collective])
+    return "\n".join(parts)
+
+
+def _algorithm_parts(rows: list[dict[str, str]]) -> list[str]:
+    """One collective's gap tables, plots, rounds and the runs that did not apply."""
+    parts = []
     flow_sizes = sorted({float(r["bytes"]) for r in plots.finished(rows) if r["model"] == "flow"})
     for size in dict.fromkeys([flow_sizes[0], flow_sizes[-1]] if flow_sizes else []):
         parts.append(f"<h3>Flow model, {plots.size_label(size)}</h3>{gap_table(rows, 'flow', size)}")
@@ -133,7 +148,7 @@ def _algorithm_section(rows: list[dict[str, str]]) -> str:
         parts.append(
             f"<details><summary>{len(skipped)} runs did not apply</summary><ul>{items}</ul></details>"
         )
-    return "\n".join(parts)
+    return parts
 
 
 def _num(text: str) -> float:

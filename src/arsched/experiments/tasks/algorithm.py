@@ -3,6 +3,7 @@ simulate it at one size in one model, beside the lower bound."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ class AlgorithmParams:
     model: str
     fifo: bool
     alpha: str
+    collective: str
+    root: str
 
 
 @dataclass(frozen=True)
@@ -58,32 +61,36 @@ def _with_seed(spec: str, seed: int) -> str | None:
 
 
 def expand(block: AlgorithmRuns) -> Iterator[AlgorithmParams]:
-    """The grid; seeds multiply only runs where the topology or the algorithm is random."""
+    """The grid; an algorithm runs for the collectives it builds; seeds multiply only runs where
+    the topology or the algorithm is random."""
     from arsched.algorithms import get
+    from arsched.collective.kinds import ROOTED
 
-    for spec in block.topologies:
-        for alg in block.algorithms:
-            random_alg = takes_seed(get(alg.name).build) and "seed" not in alg.params
-            seeded = [(s, _with_seed(spec, s)) for s in block.seeds]
-            random_topo = seeded[0][1] is not None
-            runs = seeded if random_topo or random_alg else [("", None)]
-            for seed, seeded_spec in runs:
-                params = dict(alg.params) | ({"seed": seed} if random_alg else {})
-                for size in block.sizes:
-                    for model in block.models:
-                        for fifo in block.fifo if model == "flow" else [False]:
-                            yield AlgorithmParams(
-                                spec=spec,
-                                topology=seeded_spec or spec,
-                                algorithm=alg.name,
-                                label=alg.label or alg.name,
-                                params=json.dumps(params, sort_keys=True),
-                                seed=seed,
-                                size=size,
-                                model=model,
-                                fifo=fifo,
-                                alpha=block.alpha or "",
-                            )
+    for collective, spec, alg in itertools.product(block.collectives, block.topologies, block.algorithms):
+        if collective not in get(alg.name).builders:
+            continue
+        random_alg = takes_seed(get(alg.name).builder(collective)) and "seed" not in alg.params
+        seeded = [(s, _with_seed(spec, s)) for s in block.seeds]
+        random_topo = seeded[0][1] is not None
+        runs = seeded if random_topo or random_alg else [("", None)]
+        for seed, seeded_spec in runs:
+            params = dict(alg.params) | ({"seed": seed} if random_alg else {})
+            for size, model in itertools.product(block.sizes, block.models):
+                for fifo in block.fifo if model == "flow" else [False]:
+                    yield AlgorithmParams(
+                        spec=spec,
+                        topology=seeded_spec or spec,
+                        algorithm=alg.name,
+                        label=alg.label or alg.name,
+                        params=json.dumps(params, sort_keys=True),
+                        seed=seed,
+                        size=size,
+                        model=model,
+                        fifo=fifo,
+                        alpha=block.alpha or "",
+                        collective=collective,
+                        root=(block.root or "") if collective in ROOTED else "",
+                    )
 
 
 def run(p: AlgorithmParams, _folder: Path, _task_id: str) -> AlgorithmRow:
@@ -92,7 +99,17 @@ def run(p: AlgorithmParams, _folder: Path, _task_id: str) -> AlgorithmRow:
 
     topo = topology(p.topology)
     alpha = parse_time(p.alpha) if p.alpha else None
-    row = evaluate(topo, p.algorithm, parse_size(p.size), p.model, alpha, p.fifo, json.loads(p.params))
+    row = evaluate(
+        topo,
+        p.algorithm,
+        parse_size(p.size),
+        p.model,
+        alpha,
+        p.fifo,
+        json.loads(p.params),
+        p.collective,
+        p.root or None,
+    )
     return AlgorithmRow(
         topology_name=topo.name,
         ranks=len(topo.servers),
