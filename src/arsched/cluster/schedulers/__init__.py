@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 from arsched.cluster.schedulers.gadget import GADGET, Optimus, RandomPlacement
+from arsched.cluster.schedulers.gandiva import Gandiva
+from arsched.cluster.schedulers.pollux import Pollux
 from arsched.cluster.schedulers.rigid import FIFO, SJF, Tiresias
+from arsched.cluster.schedulers.themis import Themis
 from arsched.errors import ArschedError
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
-    cls.name: cls for cls in (GADGET, FIFO, SJF, Tiresias, Optimus, RandomPlacement)
+    cls.name: cls for cls in (GADGET, FIFO, SJF, Tiresias, Optimus, RandomPlacement, Pollux, Themis, Gandiva)
 }
 
 
