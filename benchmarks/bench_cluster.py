@@ -1,8 +1,9 @@
 """GADGET and the baselines on traces, every scheduler under the same settings; speed; ILP ratio.
 
 Every comparison runs all schedulers with one elasticity setting (`elastic`: a job may grow to
-elastic x its request; FIFO, SJF and Tiresias stay at the request whatever it is) and one restart
-cost (by default each model's checkpoint save + reload + relaunch, `arsched.cluster.models`).
+elastic x its request; FIFO, SJF, Tiresias, Themis and Gandiva stay at the request whatever it
+is) and one restart cost (by default each model's checkpoint save + reload + relaunch,
+`arsched.cluster.models`).
 
 1. The Tiresias 60-job trace on its 16-server x 4-GPU spec, as recorded and with arrivals
    compressed 4x (`--arrival-scale 0.25`: the recorded trace offers the cluster ~23 % load, too
@@ -11,6 +12,9 @@ cost (by default each model's checkpoint save + reload + relaunch, `arsched.clus
    `reserved` and `shared` modes, plus `ideal` (each ring alone) to show how much contention
    costs each scheduler's decisions under real sharing; all of it rigid (elastic 1) and elastic
    (elastic 2), then GADGET's lead over the best baseline per setting.
+   Spread: the synthetic trace over 5 seeds at two loads (arrivals as generated and compressed 2x),
+   shared mode, rigid and elastic, every scheduler: mean +- std of the average JCT and GADGET's
+   per-seed gap to each scheduler (mean, min-max).
 2. Restart-cost sensitivity: the 1,000-job trace, shared mode, every scheduler but the random
    ablation at fixed restart costs 0-120 s, rigid and elastic.
 3. GADGET on the 1,000-job trace under each objective (reserved mode, elastic 2).
@@ -45,8 +49,18 @@ LEAFSPINE = "leafspine:leaves=8,spines=4,servers_per_leaf=8,gpus=8"
 MODES = ("reserved", "shared", "ideal")
 ELASTIC = ((1, "rigid: elastic 1"), (2, "elastic 2"))
 RESTARTS = (0.0, 15.0, 30.0, 60.0, 120.0)
-RIGID = ("fifo", "sjf", "tiresias")  # rigid by nature: the elasticity setting leaves them alone
-BASELINES = ("fifo", "sjf", "tiresias", "optimus")  # what GADGET's lead is measured against
+RIGID = ("fifo", "sjf", "tiresias", "themis", "gandiva")  # rigid by nature: elasticity leaves them alone
+BASELINES = (
+    "fifo",
+    "sjf",
+    "tiresias",
+    "optimus",
+    "pollux",
+    "themis",
+    "gandiva",
+)  # GADGET's lead is against these
+SEEDS = (1, 2, 3, 4, 5)  # the spread table's synthetic traces
+LOADS = ((1.0, "load x1"), (0.5, "load x2 (--arrival-scale 0.5)"))
 
 
 def run_trace(wl, cl, config: SimConfig = SimConfig(), modes=MODES, names=tuple(SCHEDULERS)):
@@ -88,6 +102,39 @@ def lead(setting: str, results) -> list[list[str]]:
         b = results[best, mode].avg_jct_s
         rows.append([setting, mode, f"{g:.0f}", f"{best} {b:.0f}", f"{(g / b - 1) * 100:+.0f} %"])
     return rows
+
+
+def spread_table(jobs: int, cl) -> str:
+    """Every scheduler on the synthetic trace over SEEDS at each of LOADS, shared mode, rigid and
+    elastic: mean +- std of the average JCT, and GADGET's gap to the scheduler per seed."""
+    jct = {}
+    for elastic, _ in ELASTIC:
+        for seed in SEEDS:
+            for scale, _ in LOADS:
+                wl = synthetic(jobs, seed=seed, elastic=elastic).scale_arrivals(scale)
+                res, _ = run_trace(wl, cl, modes=("shared",))
+                for name in SCHEDULERS:
+                    jct[name, elastic, scale, seed] = res[name, "shared"].avg_jct_s
+    rows = []
+    for elastic, _ in ELASTIC:
+        for name in SCHEDULERS:
+            row = [name + (" (rigid)" if name in RIGID else ""), str(elastic)]
+            for scale, _ in LOADS:
+                v = np.array([jct[name, elastic, scale, s] for s in SEEDS])
+                g = np.array([jct["gadget", elastic, scale, s] for s in SEEDS]) / v * 100 - 100
+                gap = f"{g.mean():+.1f} % ({g.min():+.1f} to {g.max():+.1f})"
+                row += [f"{v.mean():.0f} ± {v.std():.0f}", "-" if name == "gadget" else gap]
+            rows.append(row)
+    head = ["scheduler", "elastic"]
+    for _, what in LOADS:
+        head += [f"avg JCT s, {what.split(' (')[0]}", f"GADGET vs it, {what.split(' (')[0]}"]
+    return (
+        f"**Spread over seeds and loads**: synthetic Philly-like {jobs:,} jobs, seeds "
+        f"{', '.join(map(str, SEEDS))}, at {' and '.join(w for _, w in LOADS)}, 64 servers x 8 GPUs, "
+        "leaf-spine 8x4, shared mode, restart per model. Average JCT: mean ± std over the seeds; "
+        "GADGET vs it: GADGET's average JCT over the scheduler's on the same trace, minus 1, mean over "
+        "the seeds (min to max); negative: GADGET ahead\n\n" + markdown(head, rows)
+    )
 
 
 def sensitivity(wl, cl, elastic: int) -> list[list[str]]:
@@ -162,14 +209,17 @@ def main(quick: bool = False) -> None:
         sections.append(f"**Synthetic Philly-like {jobs:,} jobs (seed 1), 64 servers x 8 GPUs, leaf-spine "
                         f"8x4; {what}, restart per model**\n\n" + table(res1k))  # fmt: skip
         leads += lead(f"synthetic {jobs:,} jobs, {what}", res1k)
-        speed_rows += [[f"all 6 schedulers to completion, {jobs:,} jobs, 64x8 GPUs, {what}, {m} mode (s)",
+        speed_rows += [[f"all {len(SCHEDULERS)} schedulers to completion, {jobs:,} jobs, 64x8 GPUs, "
+                        f"{what}, {m} mode (s)",
                         f"{walls[m]:.1f}", "< 60"] for m in MODES]  # fmt: skip
     sections.append(
-        "**GADGET's average JCT against the best of FIFO, SJF, Tiresias and Optimus-style** (from the tables "
+        "**GADGET's average JCT against the best of FIFO, SJF, Tiresias, Optimus-, Pollux-, Themis- and "
+        "Gandiva-style** (from the tables "
         "above; negative: GADGET ahead)\n\n"
         + markdown(["setting", "network", "GADGET avg JCT s", "best baseline, avg JCT s", "GADGET vs best"],
                    leads)
     )  # fmt: skip
+    sections.append(spread_table(jobs, cl1k))
     sens = []
     for elastic, _ in ELASTIC:
         sens += sensitivity(synthetic(jobs, seed=1, elastic=elastic), cl1k, elastic)
@@ -212,8 +262,9 @@ def main(quick: bool = False) -> None:
     intro = (
         "`benchmarks/bench_cluster.py`. GADGET here is our reconstruction from the paper's abstract and "
         "secondary sources (every constant ours). Every table runs all schedulers under one elasticity "
-        "setting (elastic N: every job may grow to N x its request; FIFO, SJF and Tiresias are rigid by "
-        "nature and run every job at its request whatever N; GADGET, Optimus-style and the random ablation "
+        "setting (elastic N: every job may grow to N x its request; FIFO, SJF, Tiresias, Themis- and "
+        "Gandiva-style are rigid by nature and run every job at its request whatever N; GADGET, "
+        "Optimus-style, Pollux-style and the random ablation "
         "choose a size up to N x the request when N > 1, and at elastic 1 run every job at its request too) "
         "and one restart cost (unless a table says otherwise, per model: a "
         "checkpoint of 12 bytes per parameter saved and reloaded at 1 GB/s plus a 10 s relaunch, 10-18.5 s; "
@@ -221,8 +272,9 @@ def main(quick: bool = False) -> None:
         " seconds; utility is the sum of sigmoid completion-time utilities; 'restarts' counts the restarts "
         "charged; 'avg JCT / ideal' is the scheduler's average JCT in that mode over its average JCT when "
         "every ring has the network to itself (the contention-blind view): what link contention costs its "
-        "decisions. Every run goes until its last job finishes ('slots' simulated); GADGET, Optimus and the "
-        "random ablation run a job older than 10x its compute-only duration first (anti-starvation). The "
+        "decisions. Every run goes until its last job finishes ('slots' simulated); GADGET, "
+        "Optimus, Pollux and the random ablation run a job older than 10x its compute-only duration first "
+        "(anti-starvation). The "
         "random ablation keeps GADGET's worker counts but draws every ring's GPUs at random each slot."
     )
     if quick:
