@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import algorithms, build
+from arsched.algorithms.packing import collectives as packing_collectives
 from arsched.algorithms.packing.forest import pack_forest
 from arsched.algorithms.packing.lp import DEPTH_SLACK, TOLERANCE
+from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.collective import numeric_check, validate
 from arsched.collective_bounds import bandwidth_bound
 from arsched.errors import ArschedError
@@ -96,3 +98,28 @@ def test_bad_arguments_are_refused_in_one_sentence():
         build("tree-packing", topo, None, 1e6, "allgather", stages=0)
     with pytest.raises(ArschedError, match="alpha"):
         build("tree-packing", topo, None, 1e6, "reduce", alpha=-1.0)
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_the_chosen_pipeline_is_the_fastest_candidate(collective, monkeypatch):
+    options = [(32, 2), (8, 16), (64, 8)]
+    monkeypatch.setattr(packing_collectives, "_candidates", lambda first, stages: options)
+    topo = parse_spec("torus:dims=3x3,oneway=1")
+    root = topo.servers[0] if collective in ("broadcast", "reduce") else None
+    chosen = build("tree-packing", topo, None, 16e6, collective, root)
+    params = chosen.meta["params"]
+    times = {
+        (u, s): simulate_flow(
+            build("tree-packing", topo, None, 16e6, collective, root, units=u, stages=s)
+        ).time_s
+        for u, s in options
+    }
+    assert times[params["units"], params["stages"]] == min(times.values())
+    assert simulate_flow(chosen).time_s == min(times.values())
+
+
+def test_candidates_are_distinct_and_within_the_stage_limit():
+    options = packing_collectives._candidates((40, 1), MAX_STAGES)
+    assert options[0] == (40, 1)
+    assert len(set(options)) == len(options)
+    assert all(1 <= s <= MAX_STAGES for _, s in options)

@@ -6,15 +6,23 @@ trees in proportion to their rates (`pipeline.deal`), and every tree's chunks ar
 over `stages` pipeline steps, as AllReduce's pipelined trees are (`pipeline`): a chunk is copied
 down an out-tree (a rank at depth d receives it in step d − 1 after its entry) or summed up an
 in-tree (a rank of height h adds into its parent in step h, after its children), every transfer
-on the route its tree arc was priced with. `choose_stages` picks the units and stages by the
-time with barriers, unless given; a sharded collective's root gets ⌈units·stages / N⌉ chunks,
-and at least one per tree.
+on the route its tree arc was priced with. A sharded collective's root gets ⌈units·stages / N⌉
+chunks, and at least one per tree.
+
+Unless given, the units and stages are the fastest in the flow model (in-order connections) of
+a few candidates (`_candidates`): `choose_stages`' pick by the time with barriers, and the
+pipeline length of `default_stages` halved, quartered and doubled over one and two `UNITS`.
+Barrier times cannot see what sets these collectives' time: every transfer on a connection
+waits α before its bytes, so more chunks pay α more often, and fewer fill deep trees slowly;
+the simulation weighs both. The candidates after the first stop at `SELECT_SECONDS`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -22,18 +30,21 @@ from arsched.algorithms.common import check_nbytes, check_ranks, check_root
 from arsched.algorithms.packing.build import MAX_RANKS, positive_int
 from arsched.algorithms.packing.forest import Forest, pack_forest
 from arsched.algorithms.packing.lp import MAX_ITERATIONS
-from arsched.algorithms.packing.pipeline import UNITS, choose_stages, deal, default_stages
+from arsched.algorithms.packing.pipeline import MAX_STAGES, UNITS, choose_stages, deal, default_stages
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import Routes, intern, route
 from arsched.algorithms.trees import Sends, tree_depths, tree_heights
 from arsched.collective.kinds import ROOTED
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
+from arsched.errors import OutOfTime
 from arsched.limits import check_schedule
+from arsched.sim.flow import simulate_flow
 from arsched.sim.result import check_alpha
 from arsched.topology.core import Topology
 
 NAME = "tree-packing"
+SELECT_SECONDS = 10.0  # simulating candidate pipelines stops after this (the first always runs)
 
 
 def forest_schedule(
@@ -64,23 +75,77 @@ def forest_schedule(
     sends = [_sends(forest.kind, p) for p in forest.parents]
     routes = route(topology, rs, np.concatenate([x[0] for x in sends]), np.concatenate([x[1] for x in sends]))
     total = float(forest.weights.sum())  # bytes/s over all roots: the whole buffer takes nbytes / total
-    if units is None and stages is None:
-        units, stages, _ = choose_stages(sends, forest.weights, total, routes, topology, nbytes, alpha)
-    stages = positive_int(
-        default_stages(total, topology, nbytes, alpha) if stages is None else stages, "stages"
-    )
-    units = positive_int(UNITS if units is None else units, "units")
+    meta = {"params": {"alpha": alpha, "iterations": iterations}, "lp_rate": forest.rate}
+    meta["lp_optimum"] = forest.optimum
+    args = (topology, rs, nbytes, collective, root, forest, sends, routes, meta)
+    schedule = functools.partial(_pipelined, *args)
+    if units is not None or stages is not None:
+        stages = positive_int(
+            default_stages(total, topology, nbytes, alpha) if stages is None else stages, "stages"
+        )
+        return schedule(positive_int(UNITS if units is None else units, "units"), stages)
+    first = choose_stages(sends, forest.weights, total, routes, topology, nbytes, alpha)[:2]
+    return _fastest(schedule, _candidates(first, default_stages(total, topology, nbytes, alpha)), alpha)
+
+
+def _candidates(first: tuple[int, int], stages: int) -> list[tuple[int, int]]:
+    """(units, stages) to simulate: `first`, then `stages` (the pipeline length of
+    `default_stages`) and its half, quarter and double, over 2·`UNITS` and `UNITS` units."""
+    options = [first]
+    for units in (2 * UNITS, UNITS):
+        for s in (stages, stages // 2, 2 * stages, stages // 4):
+            option = (units, int(np.clip(s, 1, MAX_STAGES)))
+            if option not in options:
+                options.append(option)
+    return options
+
+
+def _fastest(
+    schedule: Callable[[int, int], Schedule], options: list[tuple[int, int]], alpha: float
+) -> Schedule:
+    """The schedule of `options` (units, stages) that is fastest in the flow model; the first
+    is simulated in full, the others until `SELECT_SECONDS` have passed."""
+    deadline = time.monotonic() + SELECT_SECONDS
+    best = schedule(*options[0])
+    best_time = simulate_flow(best, alpha).time_s
+    for option in options[1:]:
+        if time.monotonic() >= deadline:
+            break
+        s = schedule(*option)
+        try:
+            t = simulate_flow(s, alpha, deadline=deadline).time_s
+        except OutOfTime:
+            break
+        if t < best_time:
+            best, best_time = s, t
+    return best
+
+
+def _pipelined(
+    topology: Topology,
+    rs: tuple[str, ...],
+    nbytes: float,
+    collective: str,
+    root: str | None,
+    forest: Forest,
+    sends: list[Sends],
+    routes: Routes,
+    meta: dict,
+    units: int,
+    stages: int,
+) -> Schedule:
+    """The schedule of `forest` in `units` × `stages` chunks (see the module docstring)."""
+    n = len(rs)
     owners = np.unique(forest.roots)
     per = units * stages
-    if not rooted:
+    if root is None:
         per = max(math.ceil(per / n), int(np.bincount(forest.roots).max()))
     count = np.concatenate([deal(forest.weights[forest.roots == r], per) for r in owners])
     chunks = per * len(owners)
     check_schedule(NAME, n, chunks, chunks * (n - 1))
     meta = {
-        "params": {"units": units, "stages": stages, "alpha": alpha, "iterations": iterations},
-        "lp_rate": forest.rate,
-        "lp_optimum": forest.optimum,
+        **meta,
+        "params": {"units": units, "stages": stages, **meta["params"]},
         "trees": int((count > 0).sum()),
         "max_height": int(forest.heights[count > 0].max()),
     }
