@@ -8,7 +8,15 @@ instant (within a relative `REL`) is handled together. What makes it fast:
   graph that joins sending flows to the links they cross, so at an instant where flows start
   or stop, only the components of the links they touch are refilled (progressive filling, the
   rounds of `maxmin.maxmin_rates`, over just those links); a flow that starts alone on its
-  links simply sends at its path's bottleneck (`_fill` says why rounds and not a heap);
+  links simply sends at its path's bottleneck (`_fill` says why rounds and not a heap).
+  Within a component, only the rates at or above the lowest level the instant changes are
+  refilled, from that level: progressive filling runs the same up to it (a flow of rate r
+  leaving frees nothing below r; a flow joining gets at least its fairest link's share), so
+  every slower path keeps its rate and only takes it off its links. Measured on the giant
+  components of contended schedules: 2-3.5× faster (a refill touches 28-38 % of a
+  component's paths); times equal the full refill's to 1e-10 on fat-tree rings and Jellyfish,
+  3e-7 on a Clos double binary tree, where near-simultaneous events are grouped by the last
+  bits of their times;
 - **paths, not flows**: flows on the same path get the same max-min rate, so the filling works
   on paths weighted by their flows, and a path's flows, all of one size, finish in the order
   they started (a queue per path, a finish entry per path);
@@ -106,36 +114,38 @@ def _compact(key, val, ver, n, mult, version):  # pragma: no cover - compiled
 # fmt: off
 @numba.njit(cache=True)
 def _fill(
-    comp_links, nl, ncomp, occupancy, cap, head, nxt, powner, pptr, plinks, mult,
+    comp_links, nl, ncomp, level0, cap, head, nxt, powner, pptr, plinks, mult,
     growing, count, left, open_, filled, new_rate,
 ):  # pragma: no cover - compiled
     # fmt: on
     """Max-min rates (`new_rate`) of the `ncomp` growing paths on the component's links by
-    progressive filling, each path weighing its flows: each round rises to the level that fills
-    the next link, freezes the paths through the links it filled, and keeps only the links that
-    are still open (a growing path crosses them and capacity is left) for the next round, whose
-    rise it finds on the way. (A heap of links keyed by the level at which each fills was
-    tried: slower on every contended benchmark, fat-tree, Jellyfish and Clos, where the open
-    links shrink fast, and it broke near-ties differently from the rounds.)"""
+    progressive filling from `level0` (below which no growing path's rate lies), each path
+    weighing its flows (`count`: the growing flows on each link, `left`: its capacity less what
+    the other paths take): each round rises to the level that fills the next link, freezes the
+    paths through the links it filled, and keeps only the links that are still open (a growing
+    path crosses them and capacity is left) for the next round, whose rise it finds on the way.
+    (A heap of links keyed by the level at which each fills was tried: slower on every
+    contended benchmark, fat-tree, Jellyfish and Clos, where the open links shrink fast, and it
+    broke near-ties differently from the rounds.)"""
     active = 0
     delta = np.inf
     for i in range(nl):
         lk = comp_links[i]
-        count[lk] = occupancy[lk]
-        left[lk] = cap[lk]
         if count[lk] > 0:
+            left[lk] -= level0 * count[lk]
             open_[active] = lk
             active += 1
             delta = min(delta, left[lk] / count[lk])
     growing_left = ncomp
-    level = 0.0
+    level = level0
     while growing_left > 0:
-        level += delta
+        rise = max(delta, 0.0)  # rounding may leave a link a hair over full at level0
+        level += rise
         kept = 0
         nfull = 0
         for i in range(active):
             lk = open_[i]
-            left[lk] -= delta * count[lk]
+            left[lk] -= rise * count[lk]
             if left[lk] <= _FULL * cap[lk]:
                 filled[nfull] = lk
                 nfull += 1
@@ -212,6 +222,7 @@ def _run(
         tol = REL * max(now, 1e-300)
         arrived = False
         changed = False
+        lam0 = np.inf  # the lowest rate this instant changes (see the refill below)
         ntouched = 0
         ndirty = 0
         # arrivals: dependents become ready and wait alpha
@@ -241,6 +252,7 @@ def _run(
             if kS[0] > now + tol + REL * pchunk[p] / prate[p]:
                 break
             sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])
+            lam0 = min(lam0, prate[p])
             service[p] += prate[p] * (now - since[p])
             since[p] = now
             gone = 0  # its first flow is due (the entry said so), and any others due within the tolerance
@@ -308,6 +320,10 @@ def _run(
                         link_mark[lk] = stamp
                         touched[ntouched] = lk
                         ntouched += 1
+            share = np.inf  # the new flow gets at least its fairest link's share
+            for e in range(pptr[p], pptr[p + 1]):
+                share = min(share, cap[plinks[e]] / occupancy[plinks[e]])
+            lam0 = min(lam0, share)
             if alone:
                 version[p] += 1
                 if sizes[_SEND] == capacity:
@@ -315,31 +331,47 @@ def _run(
                 sizes[_SEND] = _push(kS, vS, wS, sizes[_SEND], now + pchunk[p] / prate[p], p, version[p])
         ncomp = 0
         if ntouched > 0:
-            # the paths and links connected to the touched links, breadth first
+            # the paths whose rate can change and the links they cross, breadth first from the
+            # touched links: every path whose flows changed, and every path at rate lam0 or
+            # more. A rate below lam0 stays as it was (max-min filling is the same up to the
+            # lowest level an instant changes: a flow of rate r leaving frees nothing below
+            # r, and one joining takes its fairest link's share or more); such a path only
+            # takes its rate off the links it shares (`left`), and the filling starts at lam0
+            floor = lam0 * (1.0 - REL)
             nl = 0
             for i in range(ntouched):
-                comp_links[nl] = touched[i]
+                lk = touched[i]
+                comp_links[nl] = lk
+                count[lk] = 0
+                left[lk] = cap[lk]
                 nl += 1
             i = 0
             while i < nl:
-                e = head[comp_links[i]]
+                at = comp_links[i]
+                e = head[at]
                 i += 1
                 while e >= 0:
                     p = powner[e]
-                    if comp_mark[p] != stamp:
-                        comp_mark[p] = stamp
-                        comp_paths[ncomp] = p
-                        ncomp += 1
-                        growing[p] = 1
-                        for e2 in range(pptr[p], pptr[p + 1]):
-                            lk = plinks[e2]
-                            if link_mark[lk] != stamp:
-                                link_mark[lk] = stamp
-                                comp_links[nl] = lk
-                                nl += 1
+                    if path_mark[p] == stamp or prate[p] >= floor:
+                        count[at] += mult[p]
+                        if comp_mark[p] != stamp:
+                            comp_mark[p] = stamp
+                            comp_paths[ncomp] = p
+                            ncomp += 1
+                            growing[p] = 1
+                            for e2 in range(pptr[p], pptr[p + 1]):
+                                lk = plinks[e2]
+                                if link_mark[lk] != stamp:
+                                    link_mark[lk] = stamp
+                                    comp_links[nl] = lk
+                                    count[lk] = 0
+                                    left[lk] = cap[lk]
+                                    nl += 1
+                    else:
+                        left[at] -= mult[p] * prate[p]
                     e = nxt[e]
             _fill(
-                comp_links, nl, ncomp, occupancy, cap, head, nxt, powner, pptr, plinks, mult,
+                comp_links, nl, ncomp, lam0, cap, head, nxt, powner, pptr, plinks, mult,
                 growing, count, left, open_links, touched, new_rate,
             )  # fmt: skip
             for i in range(ncomp):
