@@ -3,6 +3,7 @@
 
 from arsched.algorithms import (  # noqa: F401  (importing a module registers its builders)
     auto,
+    bruck,
     composed,
     dbtree,
     dimension_ordered,
