@@ -45,13 +45,7 @@ def check(s, collective):
 @pytest.mark.parametrize("spec", SPECS)
 @pytest.mark.parametrize(("name", "collective"), PAIRS)
 def test_every_algorithm_of_every_collective_is_valid(spec, name, collective):
-    t = parse_spec(spec)
-    try:
-        s = build(name, t, None, 16e6, collective)
-    except NotApplicable as e:
-        assert name == "rhd" and "power-of-two" in str(e)
-        return
-    check(s, collective)
+    check(build(name, parse_spec(spec), None, 16e6, collective), collective)
 
 
 @settings(max_examples=20, deadline=None)
@@ -62,12 +56,16 @@ def test_random_rank_subsets_and_roots(pair, n, seed):
     rng = np.random.default_rng(seed)
     ranks = list(rng.choice(t.servers, n, replace=False))
     root = ranks[int(rng.integers(n))] if collective in ROOTED else None
-    if name == "rhd" and n & (n - 1):
-        with pytest.raises(NotApplicable, match="power-of-two"):
-            build(name, t, ranks, 1e6, collective, root)
-        return
     s = build(name, t, ranks, 1e6, collective, root)
     assert s.root == root
+    check(s, collective)
+
+
+@pytest.mark.parametrize("n", [3, 5, 6, 7, 12])
+@pytest.mark.parametrize("collective", ["reduce_scatter", "allgather"])
+def test_rhd_folds_the_ranks_beyond_a_power_of_two(n, collective):
+    s = build("rhd", parse_spec(f"star:n={n}"), None, 1e6, collective)
+    assert s.num_steps == (n.bit_length() - 1) + 2
     check(s, collective)
 
 

@@ -19,12 +19,13 @@ route, on which every pair crossing the core met at one core switch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
-from arsched.algorithms.registry import NotApplicable, register
+from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -101,36 +102,54 @@ def rhd(
 
 
 def _sharded(collective: str):
-    """Recursive halving (ReduceScatter) or doubling (AllGather) alone, for a power of two of
-    ranks: log2 N steps; the chunks are named so that rank v ends with (starts from) its shard."""
+    """Recursive halving (ReduceScatter) or doubling (AllGather) alone: log2 N steps for a power
+    of two of ranks, the chunks named so that rank v ends with (starts from) its shard. Any
+    other N folds the first 2r ranks in pairs as the AllReduce does: ReduceScatter first adds
+    each even one's vector into its odd partner, halves over the 2^k members, and ends with each
+    member copying its part of the even ranks' shards to them; AllGather mirrors it (the even
+    ranks first copy their shards to the members, the odd ones last copy the vector back)."""
 
     def build(
         topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8, chunks: int | None = None
     ) -> Schedule:
         rs = check_ranks(topology, ranks, "rhd")
         n = len(rs)
-        if n & (n - 1):
-            raise NotApplicable(f"rhd builds {collective} for a power-of-two number of ranks, not {n}")
-        chunks = chunk_multiple(chunks, n, "rhd", ranks=n)
+        p2 = 1 << (n.bit_length() - 1)
+        extra = n - p2
+        # every member's block: its shard and an equal part of the even ranks' shards
+        chunks = chunk_multiple(chunks, n * p2 // math.gcd(extra, p2), "rhd", ranks=n)
         b = ScheduleBuilder(
             topology, rs, check_nbytes(nbytes, "rhd"), chunks, "rhd", {"params": {"chunks": chunks}},
             spread=True, collective=collective,
         )  # fmt: skip
-        per = chunks // n
-        ends = np.zeros(n, dtype=np.int64)  # where halving leaves each member: block ends[v]
-        v = np.arange(n)
-        size = n
-        for m in _bits(n):
+        per, block = chunks // n, chunks // p2
+        members = np.array([2 * i + 1 for i in range(extra)] + list(range(2 * extra, n)))
+        folded = 2 * np.arange(extra)
+        ends = np.zeros(p2, dtype=np.int64)  # where halving leaves each member: block ends[v]
+        v = np.arange(p2)
+        size = p2
+        for m in _bits(p2):
             size //= 2
             ends = np.where(v & m, ends + size, ends)
-        shard = np.empty(n, dtype=np.int64)
-        shard[ends] = v  # block ends[v] is rank v's shard
-        names = (shard[:, None] * per + np.arange(per)).ravel()  # position -> chunk
-        members = np.arange(n)
+        # block ends[j]: member j's shard, then its share of the folded ranks' shards
+        spare = (folded[:, None] * per + np.arange(per)).reshape(p2, -1)  # member j's share: row j
+        own = members[:, None] * per + np.arange(per)
+        names = np.empty(chunks, dtype=np.int64)
+        names.reshape(p2, block)[ends] = np.hstack([own, spare])
+        owner = np.repeat(np.arange(p2), block - per)  # the member holding each spare chunk
+        spare_from, spare_to = members[owner], spare.ravel() // per
+        everything = np.arange(chunks)
         if collective == "reduce_scatter":
-            _halve(b, members, names, 0)
+            for i in folded.tolist():
+                b.add_rank_arrays(0, everything, np.full(chunks, i), np.full(chunks, i + 1), "reduce")
+            step = _halve(b, members, names, int(extra > 0))[2]
+            b.add_rank_arrays(step, spare.ravel(), spare_from, spare_to, "copy")
         else:
-            _double(b, members, names, ends * per, per, 0)
+            b.add_rank_arrays(0, spare.ravel(), spare_to, spare_from, "copy")
+            _, step = _double(b, members, names, ends * block, block, int(extra > 0))
+            for i in folded.tolist():
+                theirs = np.setdiff1d(everything, np.arange(i * per, (i + 1) * per))
+                b.add_rank_arrays(step, theirs, np.full(len(theirs), i + 1), np.full(len(theirs), i), "copy")
         return b.build()
 
     build.__doc__ = f"Recursive {'halving' if collective == 'reduce_scatter' else 'doubling'} {collective}."
