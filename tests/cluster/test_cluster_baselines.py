@@ -8,12 +8,13 @@ import pytest
 
 from arsched.cluster import SimConfig, parse_cluster, simulate
 from arsched.cluster.jobs import Workload
-from arsched.cluster.schedulers import SCHEDULERS, Scheduler, SlotState, get_scheduler
+from arsched.cluster.schedulers import SCHEDULERS, SlotState, get_scheduler
 from arsched.cluster.schedulers.pollux import efficiency
 from arsched.cluster.schedulers.themis import fairness_ratio
 from arsched.cluster.synthetic import synthetic
 from arsched.cluster.utility import Objective
 from arsched.defaults import DEFAULT_ALPHA
+from cluster.test_cluster_fairness import Sizes
 
 NEW = ("pollux", "themis", "gandiva")
 
@@ -25,18 +26,6 @@ def _state(wl, cluster, now, previous=None, remaining=None, attained=None, resta
                      np.zeros(n) if attained is None else np.asarray(attained, dtype=float),
                      previous or {}, wl, parse_cluster(cluster), Objective("jct"), DEFAULT_ALPHA, 0,
                      None if restart is None else np.asarray(restart, dtype=float))  # fmt: skip
-
-
-class Sizes(Scheduler):
-    """Wraps a scheduler; records every (job, GPUs) it places."""
-
-    def __init__(self, inner: Scheduler) -> None:
-        self.inner, self.name, self.placed = inner, inner.name, set()
-
-    def decide(self, state: SlotState):
-        decision = self.inner.decide(state)
-        self.placed |= {(j, sum(g for _, g in p)) for j, p in decision}
-        return decision
 
 
 def test_the_new_baselines_are_registered_with_a_description():
