@@ -12,7 +12,7 @@ from arsched.algorithms.packing import collectives as packing_collectives
 from arsched.algorithms.packing.forest import pack_forest
 from arsched.algorithms.packing.lp import DEPTH_SLACK, TOLERANCE
 from arsched.algorithms.packing.pipeline import MAX_STAGES
-from arsched.collective import numeric_check, validate
+from arsched.collective import dumps, numeric_check, validate
 from arsched.collective_bounds import bandwidth_bound
 from arsched.errors import ArschedError
 from arsched.sim import simulate_flow
@@ -123,3 +123,18 @@ def test_candidates_are_distinct_and_within_the_stage_limit():
     assert options[0] == (40, 1)
     assert len(set(options)) == len(options)
     assert all(1 <= s <= MAX_STAGES for _, s in options)
+
+
+def test_candidates_past_the_transfer_budget_are_not_simulated(monkeypatch):
+    """The choice is bounded by work, not by the clock: a candidate whose transfers do not fit
+    in what is left of the budget is skipped, so the same inputs give the same bytes."""
+    options = [(32, 2), (8, 16), (64, 8)]
+    monkeypatch.setattr(packing_collectives, "_candidates", lambda first, stages: options)
+    topo = parse_spec("torus:dims=3x3,oneway=1")
+    sizes = {
+        o: len(build("tree-packing", topo, None, 16e6, "allgather", units=o[0], stages=o[1])) for o in options
+    }
+    monkeypatch.setattr(packing_collectives, "SELECT_TRANSFERS", min(sizes[o] for o in options[1:]) - 1)
+    chosen = build("tree-packing", topo, None, 16e6, "allgather")
+    assert (chosen.meta["params"]["units"], chosen.meta["params"]["stages"]) == options[0]
+    assert dumps(chosen) == dumps(build("tree-packing", topo, None, 16e6, "allgather"))

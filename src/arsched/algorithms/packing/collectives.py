@@ -14,7 +14,10 @@ a few candidates (`_candidates`): `choose_stages`' pick by the time with barrier
 pipeline length of `default_stages` halved, quartered and doubled over one and two `UNITS`.
 Barrier times cannot see what sets these collectives' time: every transfer on a connection
 waits α before its bytes, so more chunks pay α more often, and fewer fill deep trees slowly;
-the simulation weighs both. The candidates after the first stop at `SELECT_SECONDS`.
+the simulation weighs both. The candidates after the first are simulated while their transfers
+add up to at most `SELECT_TRANSFERS` (a bound on work, not on the clock, so that the same inputs
+give the same schedule on any machine); `SELECT_SECONDS` only guards against a simulation far
+slower than usual (the choice then depends on the machine, and the meta says so).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from arsched.sim.result import check_alpha
 from arsched.topology.core import Topology
 
 NAME = "tree-packing"
-SELECT_SECONDS = 10.0  # simulating candidate pipelines stops after this (the first always runs)
+SELECT_TRANSFERS = 1_000_000  # transfers of the candidates simulated after the first
+SELECT_SECONDS = 60.0  # a guard only: past it no further candidate is simulated
 
 
 def forest_schedule(
@@ -104,20 +108,27 @@ def _fastest(
     schedule: Callable[[int, int], Schedule], options: list[tuple[int, int]], alpha: float
 ) -> Schedule:
     """The schedule of `options` (units, stages) that is fastest in the flow model; the first
-    is simulated in full, the others until `SELECT_SECONDS` have passed."""
+    is simulated in full, each other one if its transfers fit in what is left of
+    `SELECT_TRANSFERS` (and `SELECT_SECONDS` have not passed)."""
     deadline = time.monotonic() + SELECT_SECONDS
     best = schedule(*options[0])
     best_time = simulate_flow(best, alpha).time_s
+    left = SELECT_TRANSFERS
+    cut = False
     for option in options[1:]:
-        if time.monotonic() >= deadline:
-            break
         s = schedule(*option)
+        if len(s) > left:
+            continue
+        left -= len(s)
         try:
             t = simulate_flow(s, alpha, deadline=deadline).time_s
         except OutOfTime:
+            cut = True
             break
         if t < best_time:
             best, best_time = s, t
+    if cut:
+        best.meta["selection"] = f"cut after {SELECT_SECONDS:g} s: the choice depends on the machine"
     return best
 
 
