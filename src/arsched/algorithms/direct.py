@@ -20,6 +20,7 @@ import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, check_root, chunk_multiple
 from arsched.algorithms.registry import register
+from arsched.collective.kinds import ROOTED
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -44,7 +45,7 @@ def _start(
     b = ScheduleBuilder(
         topology, rs, nbytes, chunks, name, {"params": params}, spread=True, collective=collective
     )
-    if root is not None or collective in ("broadcast", "reduce"):
+    if collective in ROOTED:
         b.root = check_root(rs, root, name)
     return b, n, chunks
 

@@ -65,6 +65,7 @@ def check_collective(name: str) -> str:
         raise ArschedError(f"--collective must be one of {', '.join(NAMES)}, got {name!r}")
     return name
 
+
 out = Console()
 
 
@@ -81,9 +82,9 @@ class _Rate(ProgressColumn):
 
 @contextmanager
 def progress_bar(what: str, unit: str = "transfers", enabled: bool = True) -> Iterator[Callable[..., None]]:
-    """A `progress(done, total, what=None)` callback drawing a transient bar on stderr (on a
+    """A `progress(done, total, phase=None)` callback drawing a transient bar on stderr (on a
     terminal only, and when `enabled`): long event simulations show their transfers done and
-    rate, training its phase and steps; short work never draws. `what` renames the bar."""
+    rate, training its phase and steps; short work never draws. `phase` renames the bar."""
     columns = (
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(unit), TimeElapsedColumn()
     )  # fmt: skip
@@ -92,11 +93,11 @@ def progress_bar(what: str, unit: str = "transfers", enabled: bool = True) -> It
     ) as bar:
         task = None
 
-        def update(done: int, total: int, now: str | None = None) -> None:
+        def update(done: int, total: int, phase: str | None = None) -> None:
             nonlocal task
             if task is None:
                 task = bar.add_task(what, total=total)
-            bar.update(task, completed=done, total=total, description=now or what)
+            bar.update(task, completed=done, total=total, description=phase or what)
 
         yield update
 

@@ -101,8 +101,8 @@ class Schedule:
 
     @property
     def chunk_bytes(self) -> float:
-        per_buffer = self.kind.per_buffer if self.collective == "alltoall" else self.num_chunks
-        return self.nbytes / max(per_buffer, 1)
+        """One chunk's bytes: `nbytes` over the chunks of one rank's buffer (`kinds.per_buffer`)."""
+        return self.nbytes / max(self.kind.per_buffer, 1)
 
     @property
     def rank_nodes(self) -> np.ndarray:
