@@ -23,8 +23,14 @@ is) and one restart cost (by default each model's checkpoint save + reload + rel
 5. GADGET's summed slot gain over the exact ILP optimum (HiGHS) on random small instances: 60 on
    one switch, 40 on two-leaf leaf-spines.
 
-Run: python benchmarks/bench_cluster.py [--quick]   (--quick: 200 jobs, fewer ILP instances,
-printed only, docs/results.md left alone)
+Sections 1-5 run the slots engine (GADGET's model: a decision every slot). `--only engines` runs
+instead the two engines side by side (its own section of docs/results.md): every scheduler but
+the random ablation on the 5,000-job synthetic trace on 64 servers x 8 GPUs and on the Tiresias
+60-job trace as recorded, shared mode, and GADGET at elastic 2 in the reserved mode: decisions,
+wall time, average JCT of each.
+
+Run: python benchmarks/bench_cluster.py [--quick] [--only engines]   (--quick: 200 jobs, fewer
+ILP instances, printed only, docs/results.md left alone)
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ BASELINES = (
     "gandiva",
 )  # GADGET's lead is against these
 SEEDS = (1, 2, 3, 4, 5)  # the spread table's synthetic traces
+ENGINE = "slots"  # sections 1-5: GADGET's slotted model (the engines section compares both)
 LOADS = ((1.0, "load x1"), (0.5, "load x2 (--arrival-scale 0.5)"))
 
 
@@ -69,7 +76,7 @@ def run_trace(wl, cl, config: SimConfig = SimConfig(), modes=MODES, names=tuple(
     for mode in modes:
         for name in names:
             t0 = time.perf_counter()
-            cfg = SimConfig(network=mode, restart=config.restart, objective=config.objective)
+            cfg = SimConfig(network=mode, restart=config.restart, objective=config.objective, engine=ENGINE)
             results[name, mode] = simulate(wl, cl, get_scheduler(name), cfg)
             walls[mode] += time.perf_counter() - t0
     return results, walls
@@ -169,7 +176,7 @@ def objectives(wl, cl) -> str:
     """GADGET under every objective, each scored by its own total utility."""
     rows = []
     for name in OBJECTIVES:
-        r = simulate(wl, cl, get_scheduler("gadget"), SimConfig(objective=Objective(name)))
+        r = simulate(wl, cl, get_scheduler("gadget"), SimConfig(objective=Objective(name), engine=ENGINE))
         rows.append([name, f"{r.finished}/{r.jobs}", f"{r.avg_jct_s:.0f}", f"{r.p95_jct_s:.0f}",
                      f"{r.makespan_s:.0f}", f"{r.total_utility:.1f}", f"{r.gpu_utilization:.3f}",
                      f"{r.energy_kwh:.0f}", f"{r.jain_index:.3f}"])  # fmt: skip
@@ -187,6 +194,55 @@ def objectives(wl, cl) -> str:
         ],
         rows,
     )
+
+
+def engines(quick: bool = False) -> None:
+    """Both engines on the same runs, side by side (see the module docstring)."""
+    jobs = 500 if quick else 5000
+    cl = parse_cluster(LEAFSPINE)
+    wl60, _ = load_trace(str(DATA / "tiresias_60_job.csv"))
+    cases = [
+        (f"synthetic {jobs:,} jobs, 64x8 GPUs", synthetic(jobs, seed=1), cl, "shared", name)
+        for name in SCHEDULERS
+        if name != "random"  # it redraws every ring every slot, so both engines decide every interval
+    ]
+    cases.append((f"synthetic {jobs:,} jobs, 64x8 GPUs, elastic 2", synthetic(jobs, seed=1, elastic=2), cl,
+                  "reserved", "gadget"))  # fmt: skip
+    spec60 = parse_cluster(str(DATA / "tiresias_cluster_spec.csv"))
+    cases += [
+        ("Tiresias 60 jobs as recorded, 16x4 GPUs", wl60, spec60, "shared", n) for n in ("gadget", "tiresias")
+    ]
+    rows, totals = [], {"slots": 0.0, "events": 0.0}
+    for what, wl, c, mode, name in cases:
+        runs = {}
+        for engine in ("slots", "events"):
+            t0 = time.perf_counter()
+            runs[engine] = simulate(wl, c, get_scheduler(name), SimConfig(network=mode, engine=engine))
+            runs[engine].wall = time.perf_counter() - t0
+            totals[engine] += runs[engine].wall
+        s, e = runs["slots"], runs["events"]
+        rows.append([what, f"{name} ({mode})", len(s.slot_starts), len(e.slot_starts), f"{s.wall:.2f}",
+                     f"{e.wall:.2f}", f"{s.wall / e.wall:.2f}", f"{s.avg_jct_s:.0f}", f"{e.avg_jct_s:.0f}",
+                     f"{(e.avg_jct_s / s.avg_jct_s - 1) * 100:+.2f} %"])  # fmt: skip
+    rows.append(["all of the above", "", "", "", f"{totals['slots']:.1f}", f"{totals['events']:.1f}",
+                 f"{totals['slots'] / totals['events']:.2f}", "", "", ""])  # fmt: skip
+    table = markdown(
+        ["trace", "scheduler (network)", "decisions, slots", "decisions, events", "wall s, slots",
+         "wall s, events", "speed-up", "avg JCT s, slots", "avg JCT s, events", "JCT events vs slots"],
+        rows,
+    )  # fmt: skip
+    intro = (
+        "`benchmarks/bench_cluster.py --only engines`. The same runs in the slots engine (a decision "
+        "every slot) and the events engine (a decision at arrivals, completions and the scheduler's "
+        "re-allocation events, at least a slot apart; no periodic re-planning): decisions taken, wall "
+        "time of the whole run, average JCT. Slot (and minimum interval) a tenth of the median job "
+        "duration, elastic 1 unless said, restart per model. Wall times on a machine shared with other "
+        "work: a few percent of noise."
+    )
+    if quick:
+        print(intro, table, sep="\n\n")
+        return
+    publish("Cluster simulator: slots and events engines", intro, table)
 
 
 def main(quick: bool = False) -> None:
@@ -284,4 +340,11 @@ def main(quick: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv[1:])
+    args = sys.argv[1:]
+    if "--only" in args:
+        only = args[args.index("--only") + 1] if args.index("--only") + 1 < len(args) else ""
+        if only != "engines":
+            sys.exit(f"--only takes engines, got {only!r}")
+        engines(quick="--quick" in args)
+    else:
+        main(quick="--quick" in args)

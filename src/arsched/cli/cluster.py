@@ -36,7 +36,29 @@ ObjectiveOpt = Annotated[
         "(alpha-fair) or loss (loss removed on a concave convergence curve)."
     ),
 ]
-Slot = Annotated[str | None, typer.Option(help="Slot length, e.g. 30s (default: median job duration / 10).")]
+Slot = Annotated[
+    str | None,
+    typer.Option(
+        help="Slot length (--engine slots) or the least time between two decisions (--engine events), "
+        "e.g. 30s (default: median job duration / 10)."
+    ),
+]
+Engine = Annotated[
+    str | None,
+    typer.Option(
+        help="When the scheduler decides: events (at arrivals, completions and its own re-allocation "
+        "events, at least --slot apart; nothing is computed in between) or slots (every slot, as "
+        "GADGET's paper plans). Default: events.",
+        show_default=False,
+    ),
+]
+Reallocate = Annotated[
+    str | None,
+    typer.Option(
+        help="With --engine events, also re-plan at least this often, e.g. 600s (default: only at events).",
+        show_default=False,
+    ),
+]
 Restart = Annotated[
     str | None,
     typer.Option(
@@ -83,28 +105,53 @@ def _setup(
     restart: str | None,
     scale: float,
     elastic: int | None,
+    engine: str | None,
+    reallocate: str | None,
 ):
-    from arsched.cluster import load_trace, parse_cluster
+    """Check every option, then load the trace and the cluster; returns them with the settings
+    every run shares (`config(mode)` gives a mode's SimConfig) and the elasticity."""
+    from arsched.cluster import SimConfig, load_trace, parse_cluster
+    from arsched.cluster.config import DEFAULT_ENGINE, ENGINES
     from arsched.cluster.jobs import DEFAULT_ELASTIC
     from arsched.cluster.utility import Objective
     from arsched.units import parse_time
 
     obj = Objective(objective)
+    engine = DEFAULT_ENGINE if engine is None else engine
+    _check_choice("--engine", [engine], ENGINES)
     slot_s = parse_time(slot) if slot is not None else None
     if slot_s is not None and slot_s <= 0:
         raise ArschedError(f"--slot must be positive, got {slot!r}")
+    every = parse_time(reallocate) if reallocate is not None else None
+    if every is not None and engine != "events":
+        raise ArschedError(
+            "--reallocate applies to --engine events only (the slots engine re-plans every slot)"
+        )
+    if every is not None and every <= 0:
+        raise ArschedError(f"--reallocate must be positive, got {reallocate!r}")
     restart_s = parse_time(restart) if restart is not None else None
     elastic = DEFAULT_ELASTIC if elastic is None else elastic
     wl, skipped = load_trace(trace, skip_bad_rows=skip_bad, elastic=elastic)
     wl = wl.scale_arrivals(scale)
     cl = parse_cluster(cluster)
-    return wl, skipped, cl, obj, slot_s, restart_s, elastic
+
+    def config(mode: str, seed: int) -> SimConfig:
+        return SimConfig(network=mode, objective=obj, engine=engine, slot=slot_s, reallocate=every,
+                         restart=restart_s, seed=seed)  # fmt: skip
+
+    return wl, skipped, cl, config, elastic
 
 
 def _title(wl, cl, cfg, elastic: int, slot_s: float) -> str:
-    """What a table ran: trace, cluster, slot and the settings every scheduler shared."""
+    """What a table ran: trace, cluster, engine, slot and the settings every scheduler shared."""
+    timing = (
+        f"slots of {slot_s:g} s"
+        if cfg.engine == "slots"
+        else f"events at least {slot_s:g} s apart"
+        + (f", re-planned every {cfg.reallocate:g} s" if cfg.reallocate is not None else "")
+    )
     return (
-        f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, slot {slot_s:g} s, elastic {elastic}, "
+        f"{wl.name} ({len(wl)} jobs) on {cl.describe()}, {timing}, elastic {elastic}, "
         f"restart {cfg.restart_label}"
     )
 
@@ -136,7 +183,7 @@ METRICS = (
     ("kWh", lambda r: f"{r.energy_kwh:.1f}"),
     ("Jain", lambda r: f"{r.jain_index:.3f}"),
     ("restarts", lambda r: f"{r.restarts}"),
-    ("ms/slot", lambda r: f"{r.scheduler_s_per_slot * 1e3:.2f}"),
+    ("ms/decision", lambda r: f"{r.scheduler_s_per_slot * 1e3:.2f}"),
 )
 JOB_COLUMNS = 5
 
@@ -168,12 +215,16 @@ def _names(option: str, text: str) -> list[str]:
     return names
 
 
+def _check_choice(option: str, values: list[str], allowed: tuple[str, ...]) -> None:
+    for v in values:
+        if v not in allowed:
+            raise ArschedError(f"{option} {v!r} is not one of {', '.join(allowed)}")
+
+
 def _check_network(modes: list[str]) -> None:
     from arsched.cluster.network import MODES
 
-    for m in modes:
-        if m not in MODES:
-            raise ArschedError(f"--network {m!r} is not one of {', '.join(MODES)}")
+    _check_choice("--network", modes, MODES)
 
 
 def run(
@@ -187,7 +238,9 @@ def run(
     ] = "gadget",
     objective: ObjectiveOpt = "jct",
     network: Annotated[str, typer.Option(help=NETWORK_HELP)] = "reserved",
+    engine: Engine = None,
     slot: Slot = None,
+    reallocate: Reallocate = None,
     restart: Restart = None,
     elastic: Elastic = None,
     seed: Seed = 0,
@@ -197,15 +250,14 @@ def run(
     timings: Timings = False,
 ) -> None:
     """Run one scheduler over a trace and print its metrics."""
-    from arsched.cluster import SimConfig
     from arsched.cluster.schedulers import get_scheduler
 
     get_scheduler(scheduler)
     _check_network([network])
-    wl, skipped, cl, obj, slot_s, restart_s, elastic = _setup(
-        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic
+    wl, skipped, cl, config, elastic = _setup(
+        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate
     )
-    cfg = SimConfig(network=network, objective=obj, slot=slot_s, restart=restart_s, seed=seed)
+    cfg = config(network, seed)
     (res,) = _run_all(wl, cl, [(scheduler, network)], lambda _m: cfg, json_out)
     if json_out:
         emit_json(res.to_dict(timings))
@@ -226,7 +278,9 @@ def compare(
     network: Annotated[
         str, typer.Option(help="One or more modes, comma-separated. " + NETWORK_HELP)
     ] = "reserved",
+    engine: Engine = None,
     slot: Slot = None,
+    reallocate: Reallocate = None,
     restart: Restart = None,
     elastic: Elastic = None,
     seed: Seed = 0,
@@ -239,7 +293,6 @@ def compare(
     timings: Timings = False,
 ) -> None:
     """Run several schedulers (in one or more network modes) over a trace, side by side."""
-    from arsched.cluster import SimConfig
     from arsched.cluster.schedulers import SCHEDULERS, get_scheduler
 
     names = _names("--schedulers", schedulers) if schedulers is not None else list(SCHEDULERS)
@@ -249,12 +302,12 @@ def compare(
     _check_network(modes)
     if plot is not None and not plot.is_dir():
         raise ArschedError(f"--plot {plot} is not an existing folder")
-    wl, skipped, cl, obj, slot_s, restart_s, elastic = _setup(
-        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic
+    wl, skipped, cl, config, elastic = _setup(
+        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate
     )
 
-    def config_for(mode: str) -> SimConfig:
-        return SimConfig(network=mode, objective=obj, slot=slot_s, restart=restart_s, seed=seed)
+    def config_for(mode: str):
+        return config(mode, seed)
 
     results = _run_all(wl, cl, [(n, m) for m in modes for n in names], config_for, json_out)
     if plot is not None:

@@ -1,4 +1,4 @@
-"""The settings of one cluster simulation: network mode, objective, slot, restart cost, α, seed."""
+"""The settings of one cluster simulation: engine, network mode, objective, slot, restart cost, α, seed."""
 
 from __future__ import annotations
 
@@ -13,18 +13,33 @@ from arsched.cluster.utility import Objective
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
 
+ENGINES = ("events", "slots")  # when the simulator decides: see arsched.cluster.simulator
+DEFAULT_ENGINE = "events"
+
 
 @dataclass(frozen=True)
 class SimConfig:
     network: str = "reserved"
     objective: Objective = field(default_factory=Objective)
-    slot: float | None = None  # s; None: a tenth of the median job duration, 1 s .. 10 min
+    engine: str = DEFAULT_ENGINE
+    # s; the slot (slots engine) or the minimum re-allocation interval (events engine);
+    # None: a tenth of the median job duration, 1 s .. 10 min
+    slot: float | None = None
+    reallocate: float | None = None  # events engine: re-plan at least this often, s (None: on events only)
     restart: float | None = None  # s lost per restart by every job; None: per model (restart_for)
     alpha: float = DEFAULT_ALPHA
     seed: int = 0
-    max_slots: int | None = None  # None: a horizon far past any reasonable makespan (see horizon)
+    max_slots: int | None = None  # decisions; None: a horizon far past any reasonable makespan (see horizon)
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ArschedError(f"engine {self.engine!r} is not one of {', '.join(ENGINES)}")
+        if self.reallocate is not None and not 0 < self.reallocate < math.inf:
+            raise ArschedError(f"the re-allocation period must be a finite time > 0, got {self.reallocate} s")
+        if self.reallocate is not None and self.engine != "events":
+            raise ArschedError(
+                "a re-allocation period is for the events engine (the slots engine re-plans every slot)"
+            )
         if self.slot is not None and not 0 < self.slot < math.inf:
             raise ArschedError(f"the slot must be a finite time > 0, got {self.slot} s")
         if self.restart is not None and not 0 <= self.restart < math.inf:

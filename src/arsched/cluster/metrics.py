@@ -30,12 +30,13 @@ TIMING_KEYS = ("scheduler_s_per_slot",)
 @dataclass
 class ClusterResult:
     """One scheduler's run over a trace: per-job JCTs (inf where unfinished), the summary
-    metrics, and the per-slot GPU utilisation series the plots draw."""
+    metrics, and the GPU utilisation series the plots draw: one point per decision (per slot in
+    the slots engine), from its start to the next decision."""
 
     scheduler: str
     network: str
     objective: str
-    slot_s: float
+    slot_s: float  # the slot, or the events engine's minimum re-allocation interval
     jobs: int
     finished: int
     jct: np.ndarray = field(repr=False)
@@ -51,10 +52,10 @@ class ClusterResult:
     restarts: int  # placements changed under a job that had run before (each costs its restart)
     ftf_mean: float
     ftf_max: float
-    scheduler_s_per_slot: float
+    scheduler_s_per_slot: float  # mean wall-clock time of one decision
     scheduler_s_max: float
-    slot_starts: np.ndarray = field(repr=False)
-    utilization: np.ndarray = field(repr=False)  # busy fraction per slot
+    slot_starts: np.ndarray = field(repr=False)  # s: when each decision was taken
+    utilization: np.ndarray = field(repr=False)  # busy fraction from each decision to the next
 
     def to_dict(self, timings: bool = False) -> dict[str, Any]:
         """The `--json` object of `arsched cluster run`: exactly JSON_KEYS, the same bytes for the
@@ -84,10 +85,14 @@ def summarise(
     finish: np.ndarray,
     gpu_seconds: np.ndarray,
     restarts: int,
-    slot_starts: np.ndarray,
+    starts: np.ndarray,
+    spans: np.ndarray,
     busy: np.ndarray,
     sched_time: np.ndarray,
 ) -> ClusterResult:
+    """The metrics of a run from what the simulator recorded: each job's finish time (inf where
+    unfinished), GPU-seconds and the restarts charged; per decision its start, the time to the
+    next one, the GPU-seconds used in between and the scheduler's wall-clock time."""
     done = np.isfinite(finish)
     jct = finish - workload.arrival
     j = jct[done]
@@ -122,6 +127,6 @@ def summarise(
         ftf_max=float(ftf.max()),
         scheduler_s_per_slot=float(sched_time.mean()) if len(sched_time) else 0.0,
         scheduler_s_max=float(sched_time.max()) if len(sched_time) else 0.0,
-        slot_starts=slot_starts,
-        utilization=busy / (cluster.num_gpus * dt) if len(busy) else busy,
+        slot_starts=starts,
+        utilization=busy / (cluster.num_gpus * spans) if len(busy) else busy,
     )

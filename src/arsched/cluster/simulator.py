@@ -1,13 +1,24 @@
-"""The slot-based, deterministic cluster simulator.
+"""The deterministic cluster simulator, with two engines that differ only in when they decide.
 
-Each slot of length dt: the scheduler places the active jobs; the network mode gives each ring
-its bandwidth; every running job progresses at w / T(w) for the slot; a job finishing inside a
-slot records the exact time and frees its GPUs at the slot's end.
+At a decision the scheduler places the active jobs; the network mode gives each ring its
+bandwidth; every placed job then progresses at w / T(w) until the next decision, and a job that
+finishes in between records the exact time and frees its GPUs at the next decision. Between two
+decisions nothing changes, so nothing is computed there. `SimConfig.engine` says when decisions are:
 
-Restarts: a job that has run before and whose placement differs from the one it had in the last
-slot (moved, resized, or resumed after a pause) makes no progress for its restart cost
-(`SimConfig.restart_for`) while holding its new GPUs; a cost longer than the slot carries over
-into the next slots, and a job moved again before it is done restarting starts over. The whole
+- `slots`: at every multiple of the slot dt while jobs are active (GADGET's model: its paper
+  plans once per slot). A trace's arrival waits for the next slot.
+- `events`: at arrivals, completions and re-allocation events, never sooner than dt after the
+  previous decision (dt is then the minimum re-allocation interval; an event inside it waits for
+  its end). Re-allocation events are the scheduler's own (`Scheduler.wake`: Tiresias's demotions,
+  Themis's lease rounds, GADGET's anti-starvation) and, if `SimConfig.reallocate` is set, one at
+  least every that many seconds. With arrivals and completions on multiples of dt and
+  `reallocate = dt` the two engines make the same decisions at the same times; for a scheduler
+  whose choices change only at its events (FIFO, SJF, Tiresias, Themis) without `reallocate`.
+
+Restarts: a job that has run before and whose placement differs from its previous one (moved,
+resized, or resumed after a pause) makes no progress for its restart cost
+(`SimConfig.restart_for`) while holding its new GPUs; a cost longer than the time to the next
+decision carries over, and a job moved again before it is done restarting starts over. The whole
 cost is charged on the new GPUs (the checkpoint save on the old ones is folded into it).
 
 In the `reserved` mode a ring keeps its reservation while it keeps its GPUs: rings reserve oldest
@@ -28,23 +39,28 @@ from arsched.cluster.config import SimConfig
 from arsched.cluster.jobs import Workload
 from arsched.cluster.metrics import ClusterResult, summarise
 from arsched.cluster.network import MODES, ring_bandwidth, throughput
-from arsched.cluster.schedulers import Scheduler, SlotState
+from arsched.cluster.schedulers import Decision, Scheduler, SlotState
 from arsched.errors import ArschedError
 
 HORIZON = 10  # see horizon_slots
 MAX_SLOTS = 100_000_000  # the most slots a run may need (a 100,000-job trace in 1 s slots needs 16 million)
+EPS = 1e-9  # s: an event this close to a decision belongs to it
 
 log = logging.getLogger(__name__)
 
 
-def horizon_slots(workload: Workload, cluster: Cluster, dt: float) -> int:
-    """Slots after which a run stops (jobs left unfinished count as such): the last arrival plus
+def horizon(workload: Workload, cluster: Cluster) -> float:
+    """Time after which a run stops (jobs left unfinished count as such): the last arrival plus
     ten times the GPU-time of all jobs spread over the cluster plus ten longest jobs (random
     placement under reservation needed 7x GADGET's slots on the 1,000-job benchmark trace)."""
     d = workload.duration
     spread = float((workload.gpus * d).sum()) / cluster.num_gpus
-    t = workload.arrival.max() + HORIZON * (spread + float(d.max()))
-    slots = t / dt
+    return float(workload.arrival.max() + HORIZON * (spread + float(d.max())))
+
+
+def horizon_slots(workload: Workload, cluster: Cluster, dt: float) -> int:
+    """Slots of dt to the horizon, and ten more; more than MAX_SLOTS is refused."""
+    slots = horizon(workload, cluster) / dt
     if not slots <= MAX_SLOTS:
         raise ArschedError(
             f"trace {workload.name} may need {slots:.3g} slots of {dt:g} s (its last arrival plus ten times "
@@ -75,6 +91,23 @@ def _check_decision(decision, state: SlotState, cluster: Cluster, scheduler: Sch
         raise ArschedError(f"scheduler {scheduler.name} put more GPUs on a server than it has")
 
 
+class _Rates:
+    """Each placed job's work per second under a decision, recomputed only when the decision
+    (placements and commit order) differs from the last one: the rates depend on nothing else."""
+
+    def __init__(self, workload: Workload, cluster: Cluster, config: SimConfig) -> None:
+        self.wl, self.cluster, self.config = workload, cluster, config
+        self.last: Decision | None = None
+        self.rate = np.zeros(0)
+
+    def __call__(self, decision: Decision, js: np.ndarray, w: np.ndarray) -> np.ndarray:
+        if decision != self.last:
+            b = ring_bandwidth(self.cluster, [p for _, p in decision], self.config.network)
+            self.rate = throughput(self.wl.tau[js], self.wl.grad_bytes[js], w, b, self.config.alpha)
+            self.last = decision
+        return self.rate
+
+
 def simulate(
     workload: Workload,
     cluster: Cluster,
@@ -82,12 +115,18 @@ def simulate(
     config: SimConfig = SimConfig(),
     progress: Callable[[float], None] | None = None,
 ) -> ClusterResult:
-    """Run the trace to the end (or the slot limit); `progress(fraction of jobs done)` per slot."""
+    """Run the trace to the end (or the horizon) in `config.engine`; `progress(fraction of jobs
+    done)` after each decision."""
     if config.network not in MODES:
         raise ArschedError(f"network mode {config.network!r} is not one of {', '.join(MODES)}")
     _check_fit(workload, cluster)
     n = len(workload)
     dt = config.slot_for(workload)
+    events = config.engine == "events"
+    end = horizon(workload, cluster) + HORIZON * dt  # s: the events engine stops here
+    # decisions: both engines may decide every dt (a scheduler that wakes each interval)
+    steps = config.max_slots or horizon_slots(workload, cluster, dt)
+    rates = _Rates(workload, cluster, config)
     remaining = workload.work.astype(float).copy()
     attained = np.zeros(n)
     gpu_seconds = np.zeros(n)
@@ -96,18 +135,20 @@ def simulate(
     stall = np.zeros(n)  # s of restart each job still has to sit through
     restarts = 0
     previous: dict = {}
-    since: dict[int, int] = {}  # slot in which each job's current placement began
-    busy, sched_time, slot_starts = [], [], []
+    since: dict[int, int] = {}  # step at which each job's current placement began
+    busy, spans, sched_time, starts = [], [], [], []
     now = 0.0
+    last = -math.inf  # time of the last decision
     arrived = 0
-    for slot in range(config.max_slots or horizon_slots(workload, cluster, dt)):
-        while arrived < n and workload.arrival[arrived] <= now + 1e-9:
+    for step in range(steps):
+        while arrived < n and workload.arrival[arrived] <= now + EPS:
             arrived += 1
         active = np.flatnonzero(np.isinf(finish[:arrived]))
         if not len(active):
-            if arrived == n:
+            if arrived == n or (events and now >= end):
                 break
-            now = math.ceil(workload.arrival[arrived] / dt - 1e-9) * dt
+            nxt = workload.arrival[arrived]
+            now = max(nxt, last + dt) if events else math.ceil(nxt / dt - EPS) * dt
             continue
         state = SlotState(now, dt, active, remaining, attained, previous, workload, cluster,
                           config.objective, config.alpha, config.seed, cost)  # fmt: skip
@@ -117,39 +158,62 @@ def simulate(
         _check_decision(decision, state, cluster, scheduler)
         for j, p in decision:
             if previous.get(j) != p:
-                since[j] = slot
+                since[j] = step
         decision = sorted(decision, key=lambda jp: since[jp[0]])  # stable: commit order among new
         js = np.array([j for j, _ in decision], dtype=np.int64)
         w = np.array([sum(g for _, g in p) for _, p in decision], dtype=np.int64)
-        b = ring_bandwidth(cluster, [p for _, p in decision], config.network)
-        rate = throughput(workload.tau[js], workload.grad_bytes[js], w, b, config.alpha)
+        rate = rates(decision, js, w)
         moved = np.array([previous.get(j) != p for j, p in decision], dtype=bool) & (attained[js] > 0)
         stall[js[moved]] = cost[js[moved]]
         restarts += int(moved.sum())
-        lost = np.minimum(stall[js], dt)
-        stall[js] -= lost
         with np.errstate(divide="ignore"):
             need = np.where(rate > 0, remaining[js] / np.maximum(rate, 1e-300), np.inf)
-        ran = np.minimum(need, dt - lost)
-        done = need <= dt - lost + 1e-9
+        if events:
+            h = _next_decision(now, dt, end, stall[js] + need, workload.arrival[arrived:arrived + 1],
+                               scheduler.wake(state, decision), config.reallocate) - now  # fmt: skip
+        else:
+            h = dt
+        lost = np.minimum(stall[js], h)
+        stall[js] -= lost
+        ran = np.minimum(need, h - lost)
+        done = need <= h - lost + EPS
         remaining[js] = np.where(done, 0.0, remaining[js] - rate * ran)
         finish[js[done]] = now + lost[done] + need[done]
-        held = np.where(done, lost + need, dt)
+        held = np.where(done, lost + need, h)
         gpu_seconds[js] += w * held
         attained[js] += w * held
         busy.append(float((w * held).sum()))
-        slot_starts.append(now)
+        spans.append(h)
+        starts.append(now)
         previous = {j: p for (j, p), d in zip(decision, done, strict=True) if not d}
-        now += dt
+        last = now
+        now += h
         if progress is not None:
             progress(float(np.isfinite(finish).mean()))
-        if arrived == n and np.isfinite(finish).all():
+        if (arrived == n and np.isfinite(finish).all()) or (events and now >= end):
             break
     log.info(
-        "%s (%s) on %s: %d of %d jobs finished in %d slots of %g s",
-        scheduler.name, config.network, cluster.name, int(np.isfinite(finish).sum()), n, len(busy), dt,
+        "%s (%s, %s engine) on %s: %d of %d jobs finished in %d decisions, %g s apart at least",
+        scheduler.name, config.network, config.engine, cluster.name, int(np.isfinite(finish).sum()), n,
+        len(busy), dt,
     )  # fmt: skip
     return summarise(
         workload, cluster, scheduler.name, config, dt, finish, gpu_seconds, restarts,
-        np.array(slot_starts), np.array(busy), np.array(sched_time),
+        np.array(starts), np.array(spans), np.array(busy), np.array(sched_time),
     )  # fmt: skip
+
+
+def _next_decision(
+    now: float, dt: float, end: float, finishing: np.ndarray, arrival: np.ndarray, wake: float,
+    reallocate: float | None,
+) -> float:  # fmt: skip
+    """The events engine's next decision: the first arrival, completion (s from now, restarts
+    included) or re-allocation event, but no sooner than dt after this one and no later than the
+    horizon `end`."""
+    first = min(
+        float(finishing.min(initial=math.inf)) + now,
+        float(arrival.min(initial=math.inf)),
+        wake,
+        now + reallocate if reallocate is not None else math.inf,
+    )
+    return min(max(first, now + dt), max(end, now + dt))

@@ -4,6 +4,11 @@ A scheduler's `decide(state)` returns the placements of the jobs to run this slo
 it committed them (the `reserved` network mode reserves bandwidth in that order). A job left
 out is paused. Placements must fit the servers' GPUs; the simulator checks. A job that has run
 before (`attained` > 0) pays its `restart` cost whenever its placement differs from `previous`.
+
+The events engine asks `wake(state, decision)` after each decision: the time by which the
+scheduler wants to decide again even if no job arrives or finishes. The default, one interval
+later, suits a scheduler whose choices drift with time; one whose choices change only at known
+instants (a priority threshold, a lease round) names the first of them, or inf for none.
 """
 
 from __future__ import annotations
@@ -46,3 +51,7 @@ class Scheduler:
 
     def decide(self, state: SlotState) -> Decision:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def wake(self, state: SlotState, decision: Decision) -> float:
+        """The latest time of the next decision if nothing arrives or finishes (events engine)."""
+        return state.now + state.dt

@@ -225,9 +225,8 @@ class MarginalAllocator:
 
     def starving(self) -> np.ndarray:
         """Active jobs older than STARVE_FACTOR x D (and STARVE_SLOTS slots), by arrival."""
-        s, a = self.s, self.s.active
-        limit = np.maximum(STARVE_FACTOR * s.workload.duration[a], STARVE_SLOTS * s.dt)
-        return a[self.age[a] >= limit]
+        a = self.s.active
+        return a[self.age[a] >= starve_age(self.s, a)]
 
     def rescue(self) -> int:
         """Embed the starving jobs first (see the module docstring); returns how many were placed."""
@@ -278,7 +277,27 @@ class MarginalAllocator:
         return [(j, self.place[j]) for j in sorted(self.order, key=self.order.__getitem__)]
 
 
-class GADGET(Scheduler):
+def starve_age(state: SlotState, jobs: np.ndarray) -> np.ndarray:
+    """The age at which each job starts starving: STARVE_FACTOR x D, at least STARVE_SLOTS slots."""
+    return np.maximum(STARVE_FACTOR * state.workload.duration[jobs], STARVE_SLOTS * state.dt)
+
+
+class Replanner(Scheduler):
+    """An allocator that plans from an empty cluster with the anti-starvation rule (GADGET,
+    Optimus, Pollux). Its re-allocation events (events engine) are the instants an active job
+    turns starving; between those, arrivals and completions, only ages and remaining work change,
+    and re-planning then changed nothing at elastic 1 and little at elastic 2 (measured:
+    `benchmarks/bench_cluster.py --only engines`); `SimConfig.reallocate` re-plans periodically
+    as well."""
+
+    def wake(self, state: SlotState, decision: Decision) -> float:
+        a = state.active
+        due = state.workload.arrival[a] + starve_age(state, a)
+        due = due[due > state.now]
+        return float(due.min()) if len(due) else np.inf
+
+
+class GADGET(Replanner):
     name = "gadget"
     about = "GADGET: largest marginal utility per GPU first, ring embedding with link reservation, elastic"
 
@@ -286,7 +305,7 @@ class GADGET(Scheduler):
         return MarginalAllocator(state, aware=True, completion=False).run() if len(state.active) else []
 
 
-class Optimus(Scheduler):
+class Optimus(Replanner):
     name = "optimus"
     about = "Optimus-style: marginal cut in remaining time per GPU, fewest servers, blind to links"
 

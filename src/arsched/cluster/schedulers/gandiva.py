@@ -49,6 +49,13 @@ class Gandiva(Scheduler):
         out = place_rigid(state, np.array(running + waiting, dtype=np.int64), strict=False)
         return self.migrate(state, out)
 
+    def wake(self, state: SlotState, decision: Decision) -> float:
+        """After a migration, one interval later (the GPUs it freed may let another job move);
+        otherwise only an arrival or completion changes anything (the time a move would save only
+        shrinks as jobs progress)."""
+        moved = any(j in state.previous and state.previous[j] != p for j, p in decision)
+        return state.now + state.dt if moved else np.inf
+
     def migrate(self, state: SlotState, out: Decision) -> Decision:
         """Move running multi-server rings onto shorter ones (see the module docstring)."""
         c, wl = state.cluster, state.workload

@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from arsched.cluster.network import throughput
-from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
-from arsched.cluster.schedulers.gadget import MarginalAllocator
+from arsched.cluster.schedulers.base import Decision, SlotState
+from arsched.cluster.schedulers.gadget import MarginalAllocator, Replanner
 
 NOISE_SCALE = 4.0  # phi = 4 x the request, in workers: E(2g) = 5/6, E(4g) = 5/8 (our assumption)
 P_NORM = -1.0  # Pollux's default fairness exponent
@@ -73,7 +73,7 @@ class GoodputAllocator(MarginalAllocator):
         return np.maximum(np.nan_to_num(speedup), PAUSED_SPEEDUP) ** P_NORM / P_NORM
 
 
-class Pollux(Scheduler):
+class Pollux(Replanner):
     name = "pollux"
     about = "Pollux-style: greedy p-norm (p=-1) of goodput speedups, noise-scale efficiency, consolidated"
 

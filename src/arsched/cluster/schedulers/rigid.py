@@ -6,6 +6,9 @@ servers, one ToR when possible), or waits.
 - Tiresias: discretised two-dimensional least-attained-service (Gu et al., NSDI'19): queues by
   attained GPU-seconds, FIFO inside a queue, preemptive; a job kept from one slot to the next
   keeps its GPUs.
+
+FIFO and SJF change their choices only when a job arrives or finishes; Tiresias also when a
+running job's attained service crosses a queue threshold (its `wake`, for the events engine).
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import numpy as np
 from arsched.cluster.placement import fewest_servers, take
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
-TIRESIAS_THRESHOLDS = (3200.0, 25600.0)  # GPU-seconds between the priority queues
+TIRESIAS_THRESHOLDS = np.array([3200.0, 25600.0])  # GPU-seconds between the priority queues
+# GPU-seconds: attained service this close under a threshold has crossed it (the events engine
+# wakes at the crossing, where rounding may leave it a hair short)
+THRESHOLD_SLACK = 1e-6
 
 
 def place_rigid(state: SlotState, order: np.ndarray, strict: bool) -> Decision:
@@ -49,7 +55,14 @@ def place_rigid(state: SlotState, order: np.ndarray, strict: bool) -> Decision:
     return out
 
 
-class FIFO(Scheduler):
+class _EventDriven(Scheduler):
+    """A scheduler whose choices change only when a job arrives or finishes."""
+
+    def wake(self, state: SlotState, decision: Decision) -> float:
+        return np.inf
+
+
+class FIFO(_EventDriven):
     name = "fifo"
     about = "first come first served, consolidated first-fit, rigid, non-preemptive"
 
@@ -59,7 +72,7 @@ class FIFO(Scheduler):
         return place_rigid(state, np.array(running + waiting, dtype=np.int64), strict=True)
 
 
-class SJF(Scheduler):
+class SJF(_EventDriven):
     name = "sjf"
     about = "shortest remaining compute time first, consolidated, rigid, non-preemptive, backfilling"
 
@@ -78,6 +91,18 @@ class Tiresias(Scheduler):
 
     def decide(self, state: SlotState) -> Decision:
         a = state.active
-        queue = np.searchsorted(np.array(TIRESIAS_THRESHOLDS), state.attained[a], side="right")
+        queue = np.searchsorted(TIRESIAS_THRESHOLDS, state.attained[a] + THRESHOLD_SLACK, side="right")
         order = a[np.lexsort((a, state.workload.arrival[a], queue))]
         return place_rigid(state, order, strict=False)
+
+    def wake(self, state: SlotState, decision: Decision) -> float:
+        """When the first running job's attained service reaches its next threshold (it grows by
+        w GPU-seconds per second while the job holds w GPUs)."""
+        if not decision:
+            return np.inf
+        js = np.array([j for j, _ in decision])
+        w = np.array([sum(g for _, g in p) for _, p in decision], dtype=float)
+        got = state.attained[js]
+        q = np.searchsorted(TIRESIAS_THRESHOLDS, got + THRESHOLD_SLACK, side="right")
+        nxt = np.append(TIRESIAS_THRESHOLDS, np.inf)[q]
+        return state.now + float(((nxt - got) / w).min())

@@ -23,6 +23,8 @@ What we keep and what we simplify (our assumptions, not the paper's):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
@@ -53,3 +55,8 @@ class Themis(Scheduler):
             running = np.array([j in state.previous for j in order], dtype=bool)
             order = np.concatenate([order[running], order[~running]])
         return place_rigid(state, order, strict=False)
+
+    def wake(self, state: SlotState, decision: Decision) -> float:
+        """The next round's start: inside a round only arrivals and completions change anything
+        (free GPUs go to waiting jobs by rho; those that did not fit still do not)."""
+        return (math.floor(state.now / LEASE_S) + 1) * LEASE_S
