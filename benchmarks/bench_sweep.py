@@ -76,15 +76,15 @@ def main(config: Path, workers: int) -> None:
 def publish_trainings(config: Path, rows: list[dict[str, str]]) -> None:
     """The config's `rl` block: each short training's hrl beside greedy-trees, its warm start."""
     table = [
-        [r["topology_name"], r["ranks"], r["seed"], r["steps"], r["rounds"], r["greedy_rounds"],
+        [r["topology_name"], r["ranks"], r["seed"], r["iterations"], r["rounds"], r["greedy_rounds"],
          f"{float(r['gap']):.3f}", f"{float(r['greedy_gap']):.3f}", f"{float(r['train_s']):.0f}"]
         for r in sorted(rows, key=lambda r: (r["topology"], int(r["seed"])))
     ]  # fmt: skip
     publish(
         "Short hrl trainings from a config",
         f"The `rl` block of `{config.relative_to(ROOT)}`: `hrl` trained on each topology for the "
-        "steps shown (imitation of greedy-trees, then alternating PPO and self-imitation; see "
-        "`arsched train`), then run there at the block's size beside greedy-trees: rounds in the "
+        "iterations shown (imitation of greedy-trees, then group-relative PPO on the flow model's "
+        "time; see `arsched train`), then run there at the block's size beside greedy-trees: rounds in the "
         "round model, gap to the lower bound in the flow model. These trainings are kept short so "
         "that `make bench` stays short; the longer per-instance trainings are in the Hierarchical RL "
         "section. Produced by `benchmarks/bench_sweep.py`.",
@@ -93,7 +93,7 @@ def publish_trainings(config: Path, rows: list[dict[str, str]]) -> None:
                 "topology",
                 "ranks",
                 "seed",
-                "steps",
+                "iterations",
                 "hrl rounds",
                 "greedy-trees rounds",
                 "hrl gap",

@@ -23,7 +23,7 @@ runs:
   - kind: rl
     topologies: ["bcube:n=2,k=1"]
     seeds: [3]
-    steps: 200
+    iterations: 1
     size: 64MB
 """
 
@@ -43,8 +43,7 @@ def test_training_writes_a_checkpoint_keyed_by_the_task(trained):
     path = checkpoint_folder(folder, task.id)
     assert row["checkpoint"] == f"checkpoints/{task.id}"
     meta = checkpoint.read_meta(path)
-    assert (meta["topologies"], meta["seed"], meta["steps"]) == (["bcube:n=2,k=1"], 3, 200)
-    assert meta["phases_done"] == meta["phases"]
+    assert (meta["topologies"], meta["seed"], meta["iterations"]) == (["bcube:n=2,k=1"], 3, 1)
 
 
 def test_the_row_is_the_trained_policy_beside_greedy(trained):

@@ -11,14 +11,14 @@ from clihelp import assert_one_line_error, run
 def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
     ck = tmp_path / "ck"
     code, out, _ = run(
-        capsys, "train", "-t", "dcell:n=2,k=1", "--steps", "200", "--phases", "1", "--self-imitation", "1",
-        "-o", str(ck),
+        capsys, "train", "-t", "dcell:n=2,k=1", "--iterations", "1", "--group", "2", "--imitation-epochs", "3",
+        "--hidden", "16", "--size", "16MB", "-o", str(ck),
     )  # fmt: skip
     assert code == 0 and "greedy-trees" in out
     meta = json.loads((ck / "meta.json").read_text())
     assert meta["command"] == (
-        f"arsched train -t dcell:n=2,k=1 --steps 200 --seed 0 --phases 1 --upper-share 0.25 "
-        f"--self-imitation 1 --explore 0.05 --net-arch 64,64 --out {ck}"
+        "arsched train -t dcell:n=2,k=1 --iterations 1 --group 2 --seed 0 --size 16MB --imitation-epochs 3 "
+        f"--hidden 16 --layers 2 --learning-rate 0.001 --evaluate-every 5 --out {ck}"
     )
     sched = tmp_path / "s.json"
     code, out, _ = run(
@@ -38,10 +38,13 @@ def test_hrl_with_the_shipped_policy(capsys, tmp_path):
 
 def test_bad_input_is_one_sentence(capsys, tmp_path):
     s = str(tmp_path / "s.json")
+    x = str(tmp_path / "x")
     for argv in (
-        ["train", "-t", "bcube:n=2,k=2", "--steps", "0", "-o", str(tmp_path / "x")],
-        ["train", "-t", "bcube:n=2,k=2", "--net-arch", "a,b", "-o", str(tmp_path / "x")],
-        ["train", "-t", "bcube:n=2,k=2", "--explore", "0", "-o", str(tmp_path / "x")],
+        ["train", "-t", "bcube:n=2,k=2", "--iterations", "0", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--group", "1", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--hidden", "100000", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--size", "lots", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--learning-rate", "2", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "-o", str(tmp_path / "missing" / "x")],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--checkpoint", str(tmp_path), "-o", s],
@@ -49,6 +52,7 @@ def test_bad_input_is_one_sentence(capsys, tmp_path):
     ):
         code, _, err = run(capsys, *argv)
         assert_one_line_error(code, err)
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(capsys, tmp_path):
@@ -57,12 +61,10 @@ def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(c
     meta = json.loads((DEFAULT / "meta.json").read_text())
     cases = {
         "list": ([meta], "holds a JSON list, not the object of an hrl checkpoint"),
-        "word": (
-            {**meta, "net_arch": "abc"},
-            "net_arch must be 1 to 32 positive whole layer widths, got 'abc'",
-        ),
-        "huge": ({**meta, "net_arch": [200000, 200000]}, "makes layers of 40,180,000,000 weights, more than"),
-        "zero": ({**meta, "net_arch": [64, 0]}, "net_arch must be 1 to 32 positive whole layer widths"),
+        "word": ({**meta, "hidden": "abc"}, "hidden must be a whole number from 1 to 1024, got 'abc'"),
+        "huge": ({**meta, "hidden": 200000}, "hidden must be a whole number from 1 to 1024, got 200000"),
+        "zero": ({**meta, "layers": 0}, "layers must be a whole number from 1 to 8, got 0"),
+        "old": ({**meta, "format": "arsched.hrl/1"}, "expected 'arsched.hrl/2': retrain it with arsched train"),
     }
     for name, (content, expected) in cases.items():
         folder = tmp_path / name
@@ -83,11 +85,3 @@ def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(c
     assert_one_line_error(code, err)
     assert "is not UTF-8 text" in err
     assert not (tmp_path / "s.json").exists()
-
-
-def test_train_refuses_an_absurd_network_before_training(capsys, tmp_path):
-    code, _, err = run(
-        capsys, "train", "-t", "ring:n=4", "--net-arch", "200000,200000", "-o", str(tmp_path / "x")
-    )
-    assert_one_line_error(code, err)
-    assert "--net-arch [200000, 200000] makes layers of" in err and not (tmp_path / "x").exists()

@@ -1,4 +1,5 @@
-"""Training, checkpoints and inference of the hierarchical scheduler (tiny budgets: seconds)."""
+"""Training, checkpoints, search baselines and inference of the learned scheduler (tiny
+budgets: seconds)."""
 
 from __future__ import annotations
 
@@ -9,153 +10,150 @@ import numpy as np
 import pytest
 import torch
 
+from arsched.algorithms import build
 from arsched.collective import validate
 from arsched.errors import ArschedError
 from arsched.rl import checkpoint
-from arsched.rl import features as ft
-from arsched.rl.config import LEVELS
-from arsched.rl.policy import Actor, make_policy, schedule_with
-from arsched.rl.state import RoundState, all_trees, first_candidate, run_episode
-from arsched.rl.training import MODE_LOGP, TrainConfig, best_sampled_episodes, evaluate, imitate, train
+from arsched.rl.instance import Instance
+from arsched.rl.rollout import Policy, Timer, run
+from arsched.rl.search import restarts
+from arsched.rl.training import Decisions, TrainConfig, advantages, imitate, train, update
+from arsched.sim import DEFAULT_ALPHA
 from arsched.topology import parse_spec
 
 TRAIN = ["bcube:n=2,k=2", "dcell:n=2,k=1"]
 HELD_OUT = ["bcube:n=3,k=1", "jellyfish:switches=8,ports=4,net_ports=3,seed=4", "torus:dims=2x3"]
 
 
+def _config(out, **kw):
+    settings = {"iterations": 2, "group": 3, "imitation_epochs": 5, "hidden": 16, "layers": 1, "seed": 3}
+    return TrainConfig(TRAIN, out=out, evaluate_every=1, nbytes=16e6, **{**settings, **kw})
+
+
 @pytest.fixture(scope="module")
-def cold(tmp_path_factory):
-    """A policy trained from scratch for a few seconds (so it is not the greedy heuristic)."""
-    out = tmp_path_factory.mktemp("cold")
-    cfg = TrainConfig(TRAIN, steps=700, out=out, phases=2, warm_start=False, seed=3, self_imitation=0)
-    meta = train(cfg)
-    return out, meta
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ck")
+    return out, train(_config(out))
 
 
-def test_training_writes_a_complete_checkpoint_and_log(cold):
-    out, _ = cold
+def test_training_writes_a_complete_checkpoint_and_log(trained):
+    out, meta = trained
     saved = json.loads((out / "meta.json").read_text())
-    assert saved["format"] == checkpoint.FORMAT and saved["feature_version"] == ft.FEATURE_VERSION
-    assert saved["topologies"] == TRAIN and saved["phases_done"] == 2 and saved["arsched_version"]
-    assert all((out / f).is_file() for f in ("lower.pt", "upper.pt", "lower.optim.pt", "upper.optim.pt"))
+    assert saved["format"] == checkpoint.FORMAT and saved["feature_version"] == checkpoint.FEATURE_VERSION
+    assert saved["topologies"] == TRAIN and saved["arsched_version"] and saved == json.loads(json.dumps(meta)) | {
+        k: saved[k] for k in ("format", "feature_version", "features", "arsched_version")
+    }
+    assert saved["episodes"] == 2 * 3 * len(TRAIN)
     rows = list(csv.DictReader((out / "log.csv").open()))
-    assert [r["level"] for r in rows] == ["init", "lower", "upper"]
-    # the checkpoint keeps the best pair: its rounds are the best accepted evaluation
-    accepted = [r for r in rows if r["accepted"] == "1"]
-    assert saved["rounds"] == [int(x) for x in accepted[-1]["rounds"].split()]
-    assert saved["greedy_rounds"] == [
-        run_episode(RoundState.create(parse_spec(s)), all_trees, first_candidate).rounds for s in TRAIN
-    ]
+    assert [int(r["iteration"]) for r in rows] == [1, 2]
+    # the checkpoint keeps the best weights: its gaps are the best evaluation's
+    assert float(rows[-1]["best_gap"]) == pytest.approx(np.mean(saved["gaps"]), abs=1e-5)
+    policy, _ = checkpoint.load_policy(out)
+    timer = Timer(DEFAULT_ALPHA)
+    for spec, gap in zip(TRAIN, saved["gaps"], strict=True):
+        assert run(Instance(parse_spec(spec), None, 16e6), policy, timer).gap == pytest.approx(gap, abs=1e-6)
+
+
+def test_the_same_seed_gives_the_same_weights(trained, tmp_path):
+    out, _ = trained
+    train(_config(tmp_path))
+    for name in ("upper.pt", "lower.pt"):
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
 
 
 @pytest.mark.parametrize("spec", TRAIN + HELD_OUT)
-def test_a_trained_policy_gives_valid_schedules_on_seen_and_unseen_topologies(cold, spec):
-    policies, _ = checkpoint.load_policies(cold[0])
-    topo = parse_spec(spec)
-    for samples in (1, 3):
-        schedule, info = schedule_with(topo, policies, samples=samples, seed=1)
-        assert validate(schedule).ok
-        assert info["rounds"] == schedule.num_steps <= info["deterministic_rounds"]
-    again, _ = schedule_with(topo, policies, samples=3, seed=1)
-    assert again.transfers == schedule.transfers  # seeded sampling is reproducible
+def test_a_trained_policy_gives_valid_schedules_on_seen_and_unseen_networks(trained, spec):
+    s = build("hrl", parse_spec(spec), None, 16e6, checkpoint=str(trained[0]), samples=2)
+    assert validate(s).ok and s.meta["params"]["samples"] == 2
 
 
-def test_warm_start_reproduces_greedy_and_resume_continues(tmp_path):
-    cfg = TrainConfig(TRAIN[:1], steps=400, out=tmp_path, phases=1, seed=0, self_imitation=2)
-    first = train(cfg)
-    assert first["rounds"] == first["greedy_rounds"]  # imitation alone already matches greedy
-    cfg.phases, cfg.resume = 2, True
-    second = train(cfg)
-    assert second["phases_done"] == 2 and second["rounds"][0] <= first["greedy_rounds"][0]
-    levels = [r["level"] for r in csv.DictReader((tmp_path / "log.csv").open())]
-    assert levels == ["imitation", "lower", "self-imitation", "upper", "self-imitation"]
+def test_advantages_are_standard_scores_within_the_group():
+    assert not advantages(np.array([1.2, 1.2, 1.2])).any()
+    a = advantages(np.array([1.0, 2.0, 3.0]))
+    assert a[0] > 0 > a[2] and a.sum() == pytest.approx(0) and a.std() == pytest.approx(1)
 
 
-def test_resume_refuses_other_topologies_and_missing_checkpoints(tmp_path, cold):
-    with pytest.raises(ArschedError, match="no checkpoint"):
-        train(TrainConfig(TRAIN, steps=10, out=tmp_path, resume=True))
-    with pytest.raises(ArschedError, match="other topologies"):
-        train(TrainConfig(TRAIN[:1], steps=10, out=cold[0], resume=True))
+def test_an_update_makes_the_better_episode_likelier_and_the_worse_one_less_likely():
+    torch.manual_seed(0)
+    policy = Policy.create(hidden=16, layers=1)
+    inst = Instance(parse_spec("bcube:n=3,k=1"), None, 16e6)
+    timer = Timer(DEFAULT_ALPHA)
+    rng = np.random.default_rng(0)
+    group = [run(inst, policy, timer, "sample", rng) for _ in range(4)]
+    while len({t.gap for t in group}) < 2:
+        group.append(run(inst, policy, timer, "sample", rng))
+    best, worst = min(group, key=lambda t: t.gap), max(group, key=lambda t: t.gap)
+
+    def log_likelihoods() -> list[float]:
+        with torch.no_grad():
+            return [float(Decisions(t).log_probs(policy).sum()) for t in (best, worst)]
+
+    before = log_likelihoods()
+    update(policy, torch.optim.SGD(policy.parameters(), lr=1e-2), [best, worst], _config("unused", epochs=1))
+    after = log_likelihoods()
+    assert after[0] > before[0] and after[1] < before[1]
 
 
-def test_checkpoints_load_weights_only_and_refuse_bad_files(tmp_path, cold):
-    src = cold[0]
+def test_imitation_makes_greedys_plan_the_policys():
+    torch.manual_seed(0)
+    policy = Policy.create(hidden=32, layers=1)
+    inst = Instance(parse_spec("dcell:n=2,k=1"), None, 16e6)
+    timer = Timer(DEFAULT_ALPHA)
+    teacher = run(inst, None, timer, "greedy")
+    imitate(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), [teacher], 150)
+    mine = run(inst, policy, timer)
+    assert [k for _, _, k in mine.choices] == [k for _, _, k in teacher.choices]
+
+
+def test_restarts_keep_the_best_and_count_every_simulation():
+    inst = Instance(parse_spec("bcube:n=2,k=2"), None, 16e6)
+    timer = Timer(DEFAULT_ALPHA)
+    best, curve = restarts(inst, timer, 6, seed=1)
+    assert timer.calls == 6 and len(curve) == 6 and validate(best.schedule).ok
+    assert all(b <= a for a, b in zip(curve, curve[1:], strict=False)) and best.gap == curve[-1]
+    torch.manual_seed(0)
+    policy = Policy.create(hidden=16, layers=1)
+    first = run(inst, policy, Timer(DEFAULT_ALPHA))
+    best, curve = restarts(inst, timer, 3, seed=1, policy=policy)
+    assert curve[0] == first.gap and timer.calls == 9
+
+
+def test_checkpoints_load_weights_only_and_refuse_bad_files(tmp_path, trained):
+    src = trained[0]
     for name in ("lower.pt", "upper.pt"):
         state = torch.load(src / name, weights_only=True)
         assert all(isinstance(v, torch.Tensor) for v in state.values())
         (tmp_path / name).write_bytes((src / name).read_bytes())
     meta = json.loads((src / "meta.json").read_text())
-    (tmp_path / "meta.json").write_text(json.dumps({**meta, "feature_version": 99}))
-    with pytest.raises(ArschedError, match="feature version 99"):
-        checkpoint.load_policies(tmp_path)
+    for bad, message in (
+        ({"feature_version": 99}, "feature version 99"),
+        ({"format": "arsched.hrl/1"}, "expected 'arsched.hrl/2'"),
+        ({"hidden": 10**9}, "hidden must be a whole number from 1 to"),
+        ({"layers": "two"}, "layers must be a whole number"),
+        ({"hidden": 32}, "does not fit the network"),
+    ):
+        (tmp_path / "meta.json").write_text(json.dumps({**meta, **bad}))
+        with pytest.raises(ArschedError, match=message):
+            checkpoint.load_policy(tmp_path)
     (tmp_path / "meta.json").write_text(json.dumps(meta))
     (tmp_path / "upper.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ArschedError, match="cannot read"):
-        checkpoint.load_policies(tmp_path)
+        checkpoint.load_policy(tmp_path)
     with pytest.raises(ArschedError, match=r"no meta\.json"):
-        checkpoint.load_policies(tmp_path / "nothing")
+        checkpoint.load_policy(tmp_path / "nothing")
 
 
 def test_the_shipped_checkpoint_loads_and_records_its_command():
-    policies, meta = checkpoint.load_policies(checkpoint.DEFAULT)
+    policy, meta = checkpoint.load_policy(checkpoint.DEFAULT)
     assert meta["command"].startswith("arsched train ")
-    schedule, _ = schedule_with(parse_spec("bcube:n=3,k=1"), policies)
-    assert validate(schedule).ok
-
-
-def test_self_imitation_makes_the_best_sampled_episode_deterministic():
-    states = [RoundState.create(parse_spec("dcell:n=2,k=1"))]
-    torch.manual_seed(0)
-    policies = {lv: make_policy(lv) for lv in LEVELS}
-    demos, best = best_sampled_episodes(policies, states, 4, seed=0, explore=0.1)
-    assert best < evaluate(policies, states)  # exploration found a shorter episode to replay
-    for i, lv in enumerate(LEVELS):
-        assert imitate(policies[lv], demos[lv], i, iters=3000) > MODE_LOGP
-    assert evaluate(policies, states) == best
-
-
-def test_explored_episodes_depart_from_the_mode_at_some_flow_picks_only():
-    """`explore` samples a share of the lower level's decisions; the upper level stays the mode."""
-    state = RoundState.create(parse_spec("bcube:n=3,k=1"))
-    torch.manual_seed(0)
-    policies = {lv: make_policy(lv) for lv in LEVELS}
-    for explore in (0.0, 0.3):
-        rec = {lv: [] for lv in LEVELS}
-        actors = [Actor(policies[lv], lv, explore * (lv == "lower"), rec[lv]) for lv in ("upper", "lower")]
-        run_episode(state.reset(), *actors)
-        assert validate(state.engine.schedule()).ok
-        for lv in LEVELS:
-            obs, masks, actions = (torch.as_tensor(np.array(col)) for col in zip(*rec[lv], strict=True))
-            with torch.no_grad():
-                mode = policies[lv].get_distribution(obs, action_masks=masks.numpy()).mode()
-            departed = (mode != actions).reshape(len(actions), -1).any(1).float().mean()
-            if lv == "upper" or explore == 0.0:
-                assert departed == 0.0
-            else:
-                assert 0.0 < departed < 0.5
-
-
-def test_the_upper_network_scores_every_tree_with_the_same_weights():
-    """Permuting the trees' rows permutes their logits: no weight belongs to a tree slot."""
-    policy = make_policy("upper")
-    rows = torch.rand(ft.MAX_TREES, ft.TREE_FEATURES)
-    glob = torch.rand(ft.GLOBAL_FEATURES)
-    perm = torch.randperm(ft.MAX_TREES, generator=torch.Generator().manual_seed(0))
-
-    def logits(r):
-        obs = torch.cat([r.flatten(), glob])[None]
-        with torch.no_grad():
-            latent = policy.mlp_extractor.forward_actor(policy.extract_features(obs))
-            return policy.action_net(latent).view(ft.MAX_TREES, 2)
-
-    assert torch.allclose(logits(rows)[perm], logits(rows[perm]), atol=1e-6)
+    s = build("hrl", parse_spec("bcube:n=3,k=1"), None, 1e6)
+    assert validate(s).ok and s.meta["hrl"]["trained_on"] == meta["topologies"]
 
 
 def test_hrl_schedules_do_not_depend_on_where_arsched_is_installed(tmp_path):
     """The shipped policy is recorded as null; a user's checkpoint by the path given."""
     import shutil
 
-    from arsched.algorithms import build
     from arsched.collective import dumps
 
     topo = parse_spec("bcube:n=3,k=1")
@@ -165,3 +163,13 @@ def test_hrl_schedules_do_not_depend_on_where_arsched_is_installed(tmp_path):
     mine = build("hrl", topo, None, 1e6, checkpoint=copy)
     assert mine.meta["params"]["checkpoint"] == str(copy)
     assert dumps(mine).replace(str(copy), "null").replace('"null"', "null") == dumps(shipped)
+    assert dumps(build("hrl", topo, None, 1e6)) == dumps(shipped)  # deterministic
+
+
+def test_more_ranks_than_the_flow_trees_take_are_refused():
+    from arsched.algorithms import NotApplicable
+
+    with pytest.raises(NotApplicable, match="hrl is limited to 128 ranks"):
+        Instance(parse_spec("leafspine:leaves=9,spines=2,servers_per_leaf=16"))
+    with pytest.raises(ArschedError):
+        TrainConfig(TRAIN, out="x", group=1)

@@ -7,8 +7,8 @@ are selected (the upper level's choice) and flows are picked one at a time, thos
 the link with the most flows left first, then the longest remaining critical path, skipping
 any that conflicts with a flow already picked (the lower level's choice), until none is left.
 Each tree shape of `candidate_engines` is run and the fastest plan kept (`best_engine`). It is
-the non-learned reference the RL scheduler must beat, on the same engine; the RL environments
-(arsched.rl.state) start from its plan and use its round filler.
+the non-learned reference the RL scheduler must beat, on the same engine; the RL scheduler
+(arsched.rl) imitates its decisions for its warm start.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_t
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.trees import tree_depths, tree_heights
 from arsched.collective.schedule import Schedule
-from arsched.limits import check_memory, format_count
 from arsched.topology.core import Topology
 
 
@@ -47,23 +46,6 @@ def default_chunks(num_ranks: int) -> int:
     """4 chunks per rank up to 32 ranks, 2 up to 64, then 1: more chunks amortise the pipeline
     fill and drain (a depth-d tree needs 2d rounds for one chunk), fewer keep episodes short."""
     return num_ranks * max(1, min(4, 128 // num_ranks))
-
-
-def incidence(engine: FlowTreeEngine) -> np.ndarray:
-    """Dense flow × directed-link incidence (float32, for matrix products; the RL state's), refused
-    up front when it would not fit in the memory limit (`arsched.limits`): with one chunk per
-    rank (greedy's default from 128 ranks on) it has about 2n² flows, 51 GB on fattree:k=16's
-    1,024 ranks."""
-    flows, links = engine.num_flows, engine.topology.compiled.num_links
-    check_memory(
-        f"the dense flow × link incidence of {engine.algorithm} on {engine.topology.name} "
-        f"({format_count(flows)} flows × {format_count(links)} links)",
-        flows * links * np.dtype(np.float32).itemsize,
-    )
-    inc = np.zeros((flows, links), dtype=np.float32)
-    for f in range(engine.num_flows):
-        inc[f, engine.links_of(f)] = 1.0
-    return inc
 
 
 def round_order(engine: FlowTreeEngine, prio: np.ndarray) -> np.ndarray:

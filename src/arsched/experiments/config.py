@@ -215,13 +215,14 @@ class ClusterRuns(_Block):
 
 
 class RLTrainings(_Block):
-    """Topologies × seeds: train the hierarchical RL scheduler on each topology (`steps`
-    environment steps), save its checkpoint, evaluate it beside greedy-trees at `size`."""
+    """Topologies × seeds: train the hierarchical RL scheduler on each topology (`iterations`
+    of `arsched train`, reward measured at `size`), save its checkpoint, evaluate it beside
+    greedy-trees at `size`."""
 
     kind: Literal["rl"]
     topologies: list[Spec] = Field(min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    steps: int = Field(default=20_000, gt=0)
+    iterations: int = Field(default=40, gt=0)
     size: Size = "256MB"
 
 

@@ -199,31 +199,31 @@ def _cluster_section(rows: list[dict[str, str]]) -> str:
 def _rl_section(rows: list[dict[str, str]]) -> str:
     """Per training: the trained policy (hrl) beside greedy-trees, its warm start, on its topology."""
     body, best = [], []
-    for r in sorted(rows, key=lambda r: (r["topology"], int(r["seed"]), int(r["steps"]))):
-        rounds = (int(r["rounds"]), int(r["greedy_rounds"]))
+    for r in sorted(rows, key=lambda r: (r["topology"], int(r["seed"]), int(r["iterations"]))):
+        gaps = (float(r["gap"]), float(r["greedy_gap"]))
         body.append(
             [
                 r["topology_name"],
                 r["ranks"],
                 r["seed"],
-                r["steps"],
-                *map(str, rounds),
-                f"{float(r['gap']):.3f}",
-                f"{float(r['greedy_gap']):.3f}",
+                r["iterations"],
+                *(f"{g:.3f}" for g in gaps),
+                r["rounds"],
+                r["greedy_rounds"],
                 f"{float(r['train_s']):.0f}",
                 r["checkpoint"],
             ]
         )
-        best.append(None if rounds[0] == rounds[1] else 4 + rounds.index(min(rounds)))
-    header = ["topology", "ranks", "seed", "steps", "hrl rounds", "greedy-trees rounds", "hrl gap",
-              "greedy-trees gap", "training s", "checkpoint"]  # fmt: skip
+        best.append(None if gaps[0] == gaps[1] else 4 + gaps.index(min(gaps)))
+    header = ["topology", "ranks", "seed", "iterations", "hrl gap", "greedy-trees gap", "hrl rounds",
+              "greedy-trees rounds", "training s", "checkpoint"]  # fmt: skip
     return (
         "<h2>Hierarchical deep RL: trained policies</h2>"
-        '<p class="muted">Each policy trained (<code>arsched train</code>) on one topology and evaluated '
-        "there beside greedy-trees, the heuristic it starts from: rounds in the round model (fewer in "
-        "bold), gap to the lower bound in the flow model, both at the block's message size. Checkpoints "
-        "are in the results folder; run one with <code>arsched schedule -a hrl --checkpoint "
-        "DIR/CHECKPOINT</code>.</p>" + _table(header, body, best)
+        '<p class="muted">Each policy trained (<code>arsched train</code>, reward: the flow model\'s time) '
+        "on one topology and evaluated there beside greedy-trees, the heuristic it starts from: gap to "
+        "the lower bound in the flow model (the lower in bold), rounds in the round model, both at the "
+        "block's message size. Checkpoints are in the results folder; run one with <code>arsched "
+        "schedule -a hrl --checkpoint DIR/CHECKPOINT</code>.</p>" + _table(header, body, best)
     )
 
 

@@ -1,9 +1,12 @@
-"""Hierarchical deep-RL AllReduce scheduling (arXiv 2503.21013) on the flow-tree round model.
+"""The learned hierarchical AllReduce scheduler (after arXiv 2503.21013), trained on the flow
+model's time.
 
-`state` holds one episode's round state (shared by both levels and by inference), `features`
-turns it into fixed-size, size-independent observations, `envs` are the two Gymnasium
-environments, `config` holds the training's hyper-parameters (without torch, for the CLI),
-`training` alternates MaskablePPO over the two levels, `checkpoint` saves and
-loads weights with metadata, `policy` runs a trained pair to a schedule. Only `training`,
-`checkpoint` and `policy` import torch.
+`instance` holds a problem (network, ranks, size) and its library of flow trees per chunk
+count; `episode` is one episode's state and the features both levels observe; `nets` the two
+networks (an MLP over option rows, message passing over a round's flow–link graph) and the
+exact log-probability of a round; `rollout` runs episodes (policy, sampled, greedy teacher,
+random) and times them in the flow model; `training` the warm start and group-relative PPO;
+`search` the equal-compute search baselines; `checkpoint` saves and loads weights with
+metadata; `config` the training's settings (no torch, for the CLI); `hrl` the registered
+algorithm. Everything but `config` imports torch.
 """

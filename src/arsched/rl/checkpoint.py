@@ -1,6 +1,6 @@
-"""Checkpoints of the hierarchical scheduler: a folder with one weights file per level, the
-optimiser states (for resuming) and `meta.json` (format, feature version, topologies, arsched
-version, training progress).
+"""Checkpoints of the learned scheduler: a folder with one weights file per level (`upper.pt`,
+`lower.pt`) and `meta.json` (format, feature version, network sizes, training networks and
+settings, the command that made it, arsched version).
 
 Every file is written atomically and `meta.json` last, so a folder whose `meta.json` exists is
 complete. Weights are plain tensor dicts read with `torch.load(weights_only=True)`: loading a
@@ -13,7 +13,6 @@ import io
 import json
 import reprlib
 from importlib.metadata import PackageNotFoundError, version
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,16 @@ import torch
 
 from arsched.errors import ArschedError
 from arsched.fileio import parse_json, read_text, write_atomic
-from arsched.rl import features as ft
-from arsched.rl.config import LEVELS, NET_ARCH
-from arsched.rl.policy import make_policy
+from arsched.rl import episode as ep
+from arsched.rl.config import MAX_HIDDEN, MAX_LAYERS
+from arsched.rl.rollout import Policy
 
-FORMAT = "arsched.hrl/1"
+FORMAT = "arsched.hrl/2"
+FEATURE_VERSION = 3  # bump whenever a feature of arsched.rl.episode changes
+LEVELS = ("upper", "lower")
 META = "meta.json"
 DEFAULT = Path(__file__).resolve().parent / "checkpoints" / "default"
 MAX_META_BYTES = 1_000_000  # a meta.json is a few kB
-MAX_LAYERS = 32  # hidden layers of a network
-MAX_WEIGHTS = 50_000_000  # weights of a network's hidden layers (its input layer counted as the widest)
 
 
 def arsched_version() -> str:
@@ -46,19 +45,16 @@ def _tensor_bytes(obj: Any) -> bytes:
     return buf.getvalue()
 
 
-def save(folder: Path, policies: dict, optimizers: dict | None, meta: dict[str, Any]) -> None:
-    """Write the policies' weights (and optimiser states, if given), then `meta.json`."""
+def save(folder: Path, policy: Policy, meta: dict[str, Any]) -> None:
+    """Write both networks' weights, then `meta.json`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for level in LEVELS:
-        write_atomic(folder / f"{level}.pt", _tensor_bytes(policies[level].state_dict()))
-        if optimizers is not None:
-            write_atomic(folder / f"{level}.optim.pt", _tensor_bytes(optimizers[level].state_dict()))
+    for level, weights in policy.state().items():
+        write_atomic(folder / f"{level}.pt", _tensor_bytes(weights))
     full = {
         "format": FORMAT,
-        "feature_version": ft.FEATURE_VERSION,
-        "max_candidates": ft.MAX_CANDIDATES,
-        "max_trees": ft.MAX_TREES,
+        "feature_version": FEATURE_VERSION,
+        "features": {"option": ep.OPTION_FEATURES, "tree": ep.TREE_FEATURES, "flow": ep.FLOW_FEATURES},
         "arsched_version": arsched_version(),
         **meta,
     }
@@ -78,35 +74,22 @@ def read_meta(folder: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise ArschedError(f"{path} holds a JSON {type(meta).__name__}, not the object of an hrl checkpoint")
     if meta.get("format") != FORMAT:
-        raise ArschedError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("feature_version") != ft.FEATURE_VERSION:
         raise ArschedError(
-            f"{folder} was trained on feature version {meta.get('feature_version')}, this arsched "
-            f"computes version {ft.FEATURE_VERSION}: retrain it with arsched train"
+            f"{path} has format {reprlib.repr(meta.get('format'))}, expected {FORMAT!r}: "
+            "retrain it with arsched train"
         )
-    check_net_arch(meta.get("net_arch", list(NET_ARCH)), f"{path}: net_arch")
+    if meta.get("feature_version") != FEATURE_VERSION:
+        raise ArschedError(
+            f"{folder} was trained on feature version {reprlib.repr(meta.get('feature_version'))}, this "
+            f"arsched computes version {FEATURE_VERSION}: retrain it with arsched train"
+        )
+    for key, top in (("hidden", MAX_HIDDEN), ("layers", MAX_LAYERS)):
+        value = meta.get(key)
+        if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= top):
+            raise ArschedError(
+                f"{path}: {key} must be a whole number from 1 to {top}, got {reprlib.repr(value)}"
+            )
     return meta
-
-
-def check_net_arch(widths: Any, source: str = "net_arch") -> tuple[int, ...]:
-    """Hidden layer widths that make a network of a sensible size, as a tuple; `source` names
-    where they come from in the error. Checked before any weight is allocated."""
-    if not (
-        isinstance(widths, list | tuple)
-        and 1 <= len(widths) <= MAX_LAYERS
-        and all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths)
-    ):
-        raise ArschedError(
-            f"{source} must be 1 to {MAX_LAYERS} positive whole layer widths, got {reprlib.repr(widths)}"
-        )
-    dims = (max(ft.LOWER_DIM, ft.UPPER_DIM), *widths)
-    weights = sum(a * b for a, b in pairwise(dims))
-    if weights > MAX_WEIGHTS:
-        raise ArschedError(
-            f"{source} {reprlib.repr(list(widths))} makes layers of {weights:,} weights, more than the "
-            f"{MAX_WEIGHTS:,} a network of hrl may have"
-        )
-    return tuple(widths)
 
 
 def _load_tensors(path: Path) -> dict:
@@ -118,24 +101,14 @@ def _load_tensors(path: Path) -> dict:
         raise ArschedError(f"cannot read checkpoint file {path}: {type(e).__name__}") from None
 
 
-def load_policies(folder: Path) -> tuple[dict, dict[str, Any]]:
-    """Both levels' policies with their trained weights, and the metadata."""
+def load_policy(folder: Path) -> tuple[Policy, dict[str, Any]]:
+    """The trained networks (in evaluation mode) and the metadata."""
     meta = read_meta(folder)
-    policies = {}
+    policy = Policy.create(meta["hidden"], meta["layers"])
     for level in LEVELS:
-        policy = make_policy(level, meta.get("net_arch", NET_ARCH))
         try:
-            policy.load_state_dict(_load_tensors(Path(folder) / f"{level}.pt"))
-        except RuntimeError:
+            getattr(policy, level).load_state_dict(_load_tensors(Path(folder) / f"{level}.pt"))
+        except (RuntimeError, TypeError, AttributeError):
             raise ArschedError(f"{folder}/{level}.pt does not fit the network {META} describes") from None
-        policy.set_training_mode(False)
-        policies[level] = policy
-    return policies, meta
-
-
-def load_optimizer_states(folder: Path) -> dict[str, dict] | None:
-    """The optimiser states for resuming, or None if the checkpoint has none."""
-    paths = {level: Path(folder) / f"{level}.optim.pt" for level in LEVELS}
-    if not all(p.is_file() for p in paths.values()):
-        return None
-    return {level: _load_tensors(p) for level, p in paths.items()}
+        getattr(policy, level).eval()
+    return policy, meta

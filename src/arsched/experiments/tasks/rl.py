@@ -1,5 +1,5 @@
 """The `rl` task kind: train the hierarchical RL scheduler (`hrl`) on one topology and compare
-its schedule with greedy-trees'. Needs the `rl` extra (torch and sb3-contrib)."""
+its schedule with greedy-trees'. Needs the `rl` extra (torch)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from arsched.experiments.tasks.base import Kind, topology
 class RLParams:
     topology: str
     seed: int
-    steps: int
+    iterations: int
     size: str
 
 
@@ -41,7 +41,8 @@ class RLRow:
 
 def expand(block: RLTrainings) -> Iterator[RLParams]:
     return (
-        RLParams(spec, seed, block.steps, block.size) for spec, seed in product(block.topologies, block.seeds)
+        RLParams(spec, seed, block.iterations, block.size)
+        for spec, seed in product(block.topologies, block.seeds)
     )
 
 
@@ -51,16 +52,15 @@ def checkpoint_folder(folder: str | Path, task_id: str) -> Path:
 
 
 def _trained(path: Path, config: Any) -> dict[str, Any] | None:
-    """The metadata of a checkpoint at `path` that finished every phase of this very training,
-    else None."""
+    """The metadata of a checkpoint at `path` that finished this very training, else None (a
+    checkpoint is written only at the end of a training)."""
     from arsched.rl import checkpoint
 
     if not (path / checkpoint.META).is_file():
         return None
     meta = checkpoint.read_meta(path)
-    same = all(meta.get(k) == getattr(config, k) for k in ("seed", "steps", "phases"))
-    done = meta.get("phases_done") == config.phases and meta.get("topologies") == list(config.topologies)
-    return meta if same and done else None
+    same = all(meta.get(k) == getattr(config, k) for k in ("seed", "iterations", "nbytes"))
+    return meta if same and meta.get("topologies") == list(config.topologies) else None
 
 
 def run(p: RLParams, folder: Path, task_id: str) -> RLRow:
@@ -72,13 +72,13 @@ def run(p: RLParams, folder: Path, task_id: str) -> RLRow:
     from arsched.units import parse_size
 
     path = checkpoint_folder(folder, task_id)
-    config = TrainConfig(topologies=[p.topology], steps=p.steps, out=path, seed=p.seed)
+    size = parse_size(p.size)
+    config = TrainConfig([p.topology], iterations=p.iterations, out=path, seed=p.seed, nbytes=size)
     meta = _trained(path, config)
     if meta is None:
         shutil.rmtree(path, ignore_errors=True)
         meta = train(config)
     topo = topology(p.topology)
-    size = parse_size(p.size)
     hrl = {m: evaluate(topo, "hrl", size, m, params={"checkpoint": str(path)}) for m in ("rounds", "flow")}
     greedy = {m: evaluate(topo, "greedy-trees", size, m) for m in ("rounds", "flow")}
     if hrl["flow"].note:
@@ -97,4 +97,4 @@ def run(p: RLParams, folder: Path, task_id: str) -> RLRow:
     )
 
 
-KIND = Kind("rl", RLParams, RLRow, expand, run, timings=("train_s",), requires="sb3_contrib", extra="rl")
+KIND = Kind("rl", RLParams, RLRow, expand, run, timings=("train_s",), requires="torch", extra="rl")

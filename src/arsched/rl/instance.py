@@ -1,0 +1,104 @@
+"""What one scheduling problem offers the learned scheduler: its chunk counts and, for every
+chunk, a library of flow trees to choose from.
+
+An `Instance` is a network, its ranks and a message size. Its chunk counts are those greedy-trees
+weighs (`candidate_chunks`: about 4 per rank on small networks, and one per rank) plus two per
+rank, and for each count every chunk has one tree of each of the `SHAPES` of
+`arsched.algorithms.flowtrees` (load-balanced, shallow, shortest-path, ring chain, nearest
+first): the trees are built once per instance and count, and an episode only picks among
+them. Every tree's directed-link usage (its reduces up and broadcasts down, on their routes)
+is kept as a sparse row, so that the upper level can weigh a tree against the load of the
+trees chosen before it without routing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from arsched.algorithms.common import check_nbytes, check_ranks, ring_order
+from arsched.algorithms.flowtrees import SHAPES, FlowTree, FlowTreeEngine, build_trees
+from arsched.algorithms.greedy_trees import MAX_RANKS, candidate_chunks
+from arsched.algorithms.registry import NotApplicable
+from arsched.algorithms.routes import all_pairs
+from arsched.algorithms.trees import tree_heights
+from arsched.topology.core import Topology
+
+MAX_TREES = 256  # chunks of an episode: each is a step of the upper level
+
+
+@dataclass(frozen=True)
+class Library:
+    """For one chunk count: `trees[s][c]` is chunk c's tree of shape `SHAPES[s]`; `usage[s][c]`
+    its flows per directed link as (links, counts); `height[s, c]` its height in hops."""
+
+    chunks: int
+    trees: list[list[FlowTree]]
+    usage: list[list[tuple[np.ndarray, np.ndarray]]]
+    height: np.ndarray
+
+
+class Instance:
+    """A network, its ranks (default: every server) and the message size, with the tree
+    libraries of its chunk counts, built on first use."""
+
+    def __init__(
+        self, topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 256e6, name: str = ""
+    ) -> None:
+        self.topology = topology
+        self.ranks = check_ranks(topology, ranks, "hrl")
+        self.nbytes = check_nbytes(nbytes, "hrl")
+        self.name = name or topology.name
+        n = len(self.ranks)
+        if n > MAX_RANKS:
+            raise NotApplicable(
+                f"hrl is limited to {MAX_RANKS} ranks (its flow trees' rounds), {self.name} has {n}"
+            )
+        counts = [c for c in (*candidate_chunks(n, None), 2 * n) if c <= MAX_TREES]
+        self.chunk_options = tuple(sorted(set(counts)))
+        self._libraries: dict[int, Library] = {}
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.ranks)
+
+    @cached_property
+    def capacity(self) -> np.ndarray:
+        """Bytes per second of every directed link."""
+        return np.asarray(self.topology.compiled.capacity, dtype=np.float64)
+
+    @cached_property
+    def _pair_links(self) -> tuple:
+        routes = all_pairs(self.topology, self.ranks, spread=False)
+        return routes, routes.positions(self.num_ranks)
+
+    def _usage(self, tree: FlowTree) -> tuple[np.ndarray, np.ndarray]:
+        routes, pair = self._pair_links
+        kids = np.flatnonzero(tree.parent >= 0)
+        parts = [routes.links_of(pair[v, tree.parent[v]]) for v in kids.tolist()]
+        parts += [routes.links_of(pair[tree.parent[v], v]) for v in kids.tolist()]
+        links = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return tuple(np.unique(links, return_counts=True))
+
+    def library(self, chunks: int) -> Library:
+        """The trees of every shape for `chunks` chunks (built once)."""
+        if chunks not in self._libraries:
+            order = ring_order(self.topology, self.ranks)
+            index = {r: i for i, r in enumerate(self.ranks)}
+            order_idx = [index[r] for r in order]
+            trees = [build_trees(self.topology, self.ranks, chunks, None, s, order_idx) for s in SHAPES]
+            usage = [[self._usage(t) for t in row] for row in trees]
+            height = np.array(
+                [[tree_heights(t.parent)[t.root] for t in row] for row in trees], dtype=np.float64
+            )
+            self._libraries[chunks] = Library(chunks, trees, usage, height)
+        return self._libraries[chunks]
+
+    def engine(self, chunks: int, shapes: Sequence[int]) -> FlowTreeEngine:
+        """The round engine for `chunks` chunks, chunk c on its tree of shape `SHAPES[shapes[c]]`."""
+        lib = self.library(chunks)
+        trees = [lib.trees[s][c] for c, s in enumerate(shapes)]
+        return FlowTreeEngine(self.topology, self.ranks, self.nbytes, trees, "hrl")

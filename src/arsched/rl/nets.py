@@ -1,0 +1,101 @@
+"""The two policy networks and the exact log-probabilities of their decisions.
+
+- `RowScorer` (upper level): the same MLP scores every option row (a chunk count, or a tree
+  for the next chunk); a decision is a softmax over the rows, so the network does not depend
+  on how many options there are.
+- `FlowScorer` (lower level): message passing on the bipartite graph of a round's available
+  flows and the links they cross (plain torch: `index_add_` and `scatter_reduce`; a round's
+  graph has a few hundred nodes, where torch-geometric's batching machinery costs more than it
+  saves). Flows and links are embedded, then `layers` times every link takes the mean and max
+  of its flows' embeddings and every flow the max of its links'; a linear head scores each
+  flow. It is equivariant to any renumbering of flows and links and runs on any graph size.
+
+A round is first fit over the flows in an order drawn from the Plackett–Luce distribution of
+the scores (Gumbel noise, `sample_order`). First fit takes, at each point, the first flow in
+the order that conflicts with nothing taken, and in a Plackett–Luce order the first of any
+set is distributed as the softmax over that set; so the round's probability is
+Π_k softmax(scores over the flows still feasible before pick k)[pick k] (`round_log_prob`),
+exact and cheap: the policy gradient needs nothing else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, OPTION_FEATURES, TREE_FEATURES, RoundGraph
+
+
+def _mlp(sizes: tuple[int, ...]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class RowScorer(nn.Module):
+    """Scores option rows: chunk counts (`OPTION_FEATURES` wide) or trees (`TREE_FEATURES`)."""
+
+    def __init__(self, hidden: int = 64) -> None:
+        super().__init__()
+        self.options = _mlp((OPTION_FEATURES, hidden, hidden, 1))
+        self.trees = _mlp((TREE_FEATURES, hidden, hidden, 1))
+
+    def forward(self, rows: torch.Tensor, kind: str) -> torch.Tensor:
+        net = self.options if kind == "chunks" else self.trees
+        return net(rows).squeeze(-1)
+
+
+class FlowScorer(nn.Module):
+    """Scores every flow of a round graph (see the module docstring)."""
+
+    def __init__(self, hidden: int = 64, layers: int = 2) -> None:
+        super().__init__()
+        self.flow_in = _mlp((FLOW_FEATURES, hidden, hidden))
+        self.link_in = _mlp((LINK_FEATURES, hidden, hidden))
+        self.link_up = nn.ModuleList(_mlp((3 * hidden, hidden, hidden)) for _ in range(layers))
+        self.flow_up = nn.ModuleList(_mlp((2 * hidden, hidden, hidden)) for _ in range(layers))
+        self.head = _mlp((hidden, hidden, 1))
+
+    def forward(self, g: RoundGraph) -> torch.Tensor:
+        hf = self.flow_in(torch.as_tensor(g.x_flow))
+        hl = self.link_in(torch.as_tensor(g.x_link))
+        ef, el = torch.as_tensor(g.edge_flow), torch.as_tensor(g.edge_link)
+        num_links, width = hl.shape
+        degree = torch.bincount(el, minlength=num_links).clamp(min=1).unsqueeze(1).to(hf.dtype)
+        for link_up, flow_up in zip(self.link_up, self.flow_up, strict=True):
+            msg = hf[ef]
+            mean = torch.zeros(num_links, width).index_add_(0, el, msg) / degree
+            top = torch.full((num_links, width), -1e9).scatter_reduce(
+                0, el.unsqueeze(1).expand(-1, width), msg, "amax"
+            )
+            hl = hl + link_up(torch.cat([hl, mean, top], 1))
+            back = torch.full_like(hf, -1e9).scatter_reduce(
+                0, ef.unsqueeze(1).expand(-1, width), hl[el], "amax"
+            )
+            hf = hf + flow_up(torch.cat([hf, back], 1))
+        return self.head(hf).squeeze(-1)
+
+
+def sample_order(scores: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+    """The flows in decreasing score (rng None: the policy's mode) or in a Plackett–Luce draw
+    (scores plus Gumbel noise)."""
+    keys = scores if rng is None else scores + rng.gumbel(size=scores.shape)
+    return np.argsort(-keys, kind="stable")
+
+
+def round_log_prob(scores: torch.Tensor, conflicts: torch.Tensor, picks: torch.Tensor) -> torch.Tensor:
+    """log P(first fit takes `picks`, in that order) under the Plackett–Luce policy of `scores`;
+    `conflicts` is the picks' K × F bool matrix of `RoundGraph.conflicts`."""
+    rows = conflicts.to(scores.dtype)  # K × F
+    blocked = (torch.cumsum(rows, 0) - rows) > 0  # blocked before each pick
+    masked = scores.unsqueeze(0).masked_fill(blocked, -torch.inf)
+    return (scores[picks] - torch.logsumexp(masked, 1)).sum()
+
+
+def choice_log_prob(logits: torch.Tensor, choice: int) -> torch.Tensor:
+    """log softmax(logits)[choice]."""
+    return torch.log_softmax(logits, 0)[choice]

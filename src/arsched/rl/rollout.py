@@ -1,0 +1,147 @@
+"""Running episodes: a policy (or greedy-trees' rules, or uniform random decisions) drives an
+`Episode` to its schedule, which the flow model times; the decisions are recorded so that
+training can recompute their log-probabilities.
+
+The reward of an episode is its schedule's time in the flow model (in-order connections, the
+default) at the instance's message size, divided by the instance's lower bound: the number
+users compare. The round model is not used at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from arsched.algorithms.flowtrees import SHAPES
+from arsched.algorithms.greedy_trees import best_engine
+from arsched.collective.schedule import Schedule
+from arsched.defaults import DEFAULT_ALPHA
+from arsched.rl.episode import Episode, RoundGraph
+from arsched.rl.instance import Instance
+from arsched.rl.nets import FlowScorer, RowScorer, sample_order
+from arsched.sim import simulate_flow
+
+MODES = ("policy", "sample", "greedy", "random")
+
+
+@dataclass
+class Policy:
+    """The two networks of the learned scheduler."""
+
+    upper: RowScorer
+    lower: FlowScorer
+
+    @classmethod
+    def create(cls, hidden: int = 64, layers: int = 2) -> Policy:
+        """Untrained networks (torch's generator draws the weights)."""
+        return cls(RowScorer(hidden), FlowScorer(hidden, layers))
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return [*self.upper.parameters(), *self.lower.parameters()]
+
+    def state(self) -> dict[str, dict]:
+        return {"upper": self.upper.state_dict(), "lower": self.lower.state_dict()}
+
+
+@dataclass
+class Trajectory:
+    """An episode's decisions and result: `choices` are (kind, rows, chosen row) of the upper
+    level, `rounds` (graph, local indices taken in order) of the lower level; `gap` is the flow
+    model's time over the bound."""
+
+    instance: Instance
+    choices: list[tuple[str, np.ndarray, int]] = field(default_factory=list)
+    rounds: list[tuple[RoundGraph, np.ndarray]] = field(default_factory=list)
+    schedule: Schedule | None = None
+    time_s: float = float("nan")
+    gap: float = float("nan")
+
+    @property
+    def decisions(self) -> int:
+        return len(self.choices) + len(self.rounds)
+
+
+class Timer:
+    """Times schedules in the flow model at one α, counting the simulator calls (the currency
+    of the equal-compute comparison)."""
+
+    def __init__(self, alpha: float) -> None:
+        self.alpha = alpha
+        self.calls = 0
+
+    def time(self, schedule: Schedule) -> tuple[float, float]:
+        """The schedule's time and its lower bound, in seconds."""
+        self.calls += 1
+        result = simulate_flow(schedule, self.alpha)
+        return result.time_s, result.bound_s
+
+
+class Teacher:
+    """greedy-trees' decisions on an instance: its chunk count and tree shape for every chunk
+    (`best_engine`), and its round order."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+
+    @cached_property
+    def plan(self) -> tuple[int, int]:
+        shape, engine = best_engine(self.inst.topology, self.inst.ranks, self.inst.nbytes, None, None, "hrl")
+        return self.inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape)
+
+
+def _pick(logits: np.ndarray, rng: np.random.Generator | None) -> int:
+    if rng is None:
+        return int(np.argmax(logits))
+    p = np.exp(logits - logits.max())
+    return int(rng.choice(len(p), p=p / p.sum()))
+
+
+def run(
+    inst: Instance,
+    policy: Policy | None,
+    timer: Timer | None,
+    mode: str = "policy",
+    rng: np.random.Generator | None = None,
+    meta: dict | None = None,
+) -> Trajectory:
+    """One episode: `policy` (the networks' best decisions), `sample` (drawn from the
+    networks' distributions with `rng`), `greedy` (greedy-trees' decisions: the warm start's
+    teacher) or `random` (uniform decisions drawn with `rng`: the search baseline's). Without a
+    `timer` the schedule is not simulated (`time_s` and `gap` stay NaN)."""
+    ep = Episode(inst, DEFAULT_ALPHA if timer is None else timer.alpha)
+    traj = Trajectory(inst)
+    teacher = Teacher(inst) if mode == "greedy" else None
+    draw = rng if mode in ("sample", "random") else None
+
+    def decide(kind: str, rows: np.ndarray) -> int:
+        if mode == "greedy":
+            k = teacher.plan[0] if kind == "chunks" else teacher.plan[1]
+        elif mode == "random":
+            k = int(rng.integers(len(rows)))
+        else:
+            with torch.no_grad():
+                k = _pick(policy.upper(torch.as_tensor(rows), kind).numpy(), draw)
+        traj.choices.append((kind, rows, k))
+        return k
+
+    ep.choose_chunks(decide("chunks", ep.option_features()))
+    while not ep.upper_done:
+        ep.choose_tree(decide("tree", ep.tree_features()))
+    while not ep.finished:
+        g = ep.round_graph()
+        if mode == "greedy":
+            order = ep.greedy_order(g)
+        elif mode == "random":
+            order = rng.permutation(len(g.flows))
+        else:
+            with torch.no_grad():
+                order = sample_order(policy.lower(g).numpy(), draw)
+        traj.rounds.append((g, ep.play(g, order)))
+    traj.schedule = ep.schedule(meta)
+    if timer is not None:
+        traj.time_s, bound = timer.time(traj.schedule)
+        traj.gap = traj.time_s / bound
+    return traj
