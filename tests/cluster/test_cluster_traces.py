@@ -92,12 +92,16 @@ def test_philly_json(tmp_path):
     f = tmp_path / "cluster_job_log"
     f = f.with_suffix(".json")
     f.write_text(json.dumps(jobs))
-    with pytest.raises(ArschedError, match=rf"{f} row 2: field 'attempts' is missing or empty"):
-        load_trace(str(f))
-    wl, skipped = load_trace(str(f), skip_bad_rows=True)
-    assert (len(wl), skipped) == (1, 2)
+    # job 2 was killed before it ran, job 3 was still running when the log was taken: left out
+    for keep in (False, True):
+        wl, skipped = load_trace(str(f), keep_failed=keep)
+        assert (len(wl), skipped) == (1, 0)
     assert wl.gpus[0] == 4 and wl.duration[0] == pytest.approx(3600.0)
     assert wl.models[0] in ZOO
+    jobs[0]["attempts"] = {"start_time": "2017-10-03 02:00:10"}
+    f.write_text(json.dumps(jobs))
+    with pytest.raises(ArschedError, match=rf"{f} row 1: field 'attempts' is not a list of attempts"):
+        load_trace(str(f))
 
 
 def test_helios_csv(tmp_path):
@@ -106,13 +110,16 @@ def test_helios_csv(tmp_path):
         HELIOS_HEAD
         + "1,u1,vc1,8,32,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:01:00,2020-04-01 01:01:00,3600,60\n"
         + "2,u1,vc1,0,4,1,COMPLETED,2020-04-01 00:00:05,2020-04-01 00:00:05,2020-04-01 00:10:05,600,0\n"
-        + "3,u2,vc2,2,8,1,FAILED,2020-04-01 00:02:00,2020-04-01 00:02:00,2020-04-01 00:03:00,-5,0\n"
+        + "3,u2,vc2,2,8,1,COMPLETED,2020-04-01 00:02:00,2020-04-01 00:02:00,2020-04-01 00:03:00,-5,0\n"
+        + "4,u2,vc2,2,8,1,FAILED,2020-04-01 00:02:00,2020-04-01 00:02:00,2020-04-01 00:03:00,60,0\n"
     )
     with pytest.raises(ArschedError, match=rf"{f} row 4: field 'duration' is '-5'"):
         load_trace(str(f))
     wl, skipped = load_trace(str(f), skip_bad_rows=True)
-    assert (len(wl), skipped) == (1, 1)  # the CPU job (gpu_num 0) is left out, not counted bad
+    assert (len(wl), skipped) == (1, 1)  # the CPU job (gpu_num 0) and the failed one are left out, not bad
     assert wl.gpus[0] == 8 and wl.duration[0] == pytest.approx(3600.0)
+    wl, skipped = load_trace(str(f), skip_bad_rows=True, keep_failed=True)
+    assert (len(wl), skipped) == (2, 1) and wl.ids[1] == "4"
 
 
 def test_unknown_trace_format(tmp_path):
@@ -175,17 +182,22 @@ def test_the_trace_size_follows_the_memory_limit(tmp_path, monkeypatch):
         load_trace(str(f))
 
 
-@pytest.mark.parametrize("fmt", ["tiresias", "helios", "philly"])
+@pytest.mark.parametrize("fmt", ["tiresias", "helios", "philly", "pai"])
 def test_a_trace_of_more_jobs_than_a_synthetic_one_is_refused(fmt, tmp_path, monkeypatch):
     monkeypatch.setattr(traces, "MAX_JOBS", 2)
-    f = tmp_path / ("t.json" if fmt == "philly" else "t.csv")
+    f = tmp_path / {"philly": "t.json", "pai": "pai_task_table.csv"}.get(fmt, "t.csv")
     if fmt == "tiresias":
         f.write_text(TIRESIAS_HEAD + "".join(f"{i},1,{i},100,resnet50,50,1\n" for i in range(3)))
     elif fmt == "helios":
         row = "{},u,vc,1,4,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:00:00,2020-04-01 00:10:00,600,0\n"
         f.write_text(HELIOS_HEAD + "".join(row.format(i) for i in range(3)))
+    elif fmt == "pai":
+        f.write_text(
+            "".join(f"j{i},worker,1.0,Terminated,{i}.0,900.0,600.0,29.3,100.0,V100\n" for i in range(3))
+        )
     else:
         job = {
+            "status": "Pass",
             "submitted_time": "2017-10-03 02:00:00",
             "attempts": [
                 {

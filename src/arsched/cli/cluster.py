@@ -14,7 +14,8 @@ from arsched.errors import ArschedError
 
 DEFAULT_CLUSTER = "leafspine:leaves=8,spines=4,servers_per_leaf=8,gpus=8"
 TRACE_HELP = (
-    "Job trace: a Tiresias CSV, a Philly cluster_job_log .json, a Helios cluster_log.csv, or "
+    "Job trace: a Tiresias CSV, a Philly cluster_job_log .json, a Helios cluster_log.csv, an Alibaba "
+    "PAI pai_task_table.csv (with pai_job_table.csv beside it for submission times), or "
     "synthetic:jobs=1000,seed=1 (Philly-like)."
 )
 CLUSTER_HELP = (
@@ -78,6 +79,14 @@ Elastic = Annotated[
 ]
 Seed = Annotated[int, typer.Option(help="Seed of every random choice.")]
 SkipBad = Annotated[bool, typer.Option("--skip-bad-rows", help="Drop malformed trace rows and count them.")]
+KeepFailed = Annotated[
+    bool,
+    typer.Option(
+        "--keep-failed",
+        help="Keep the jobs the trace records as killed or failed (their recorded run time is their "
+        "work); by default only completed jobs run.",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")]
 Timings = Annotated[
     bool,
@@ -107,6 +116,7 @@ def _setup(
     elastic: int | None,
     engine: str | None,
     reallocate: str | None,
+    keep_failed: bool,
 ):
     """Check every option, then load the trace and the cluster; returns them with the settings
     every run shares (`config(mode)` gives a mode's SimConfig) and the elasticity."""
@@ -131,7 +141,7 @@ def _setup(
         raise ArschedError(f"--reallocate must be positive, got {reallocate!r}")
     restart_s = parse_time(restart) if restart is not None else None
     elastic = DEFAULT_ELASTIC if elastic is None else elastic
-    wl, skipped = load_trace(trace, skip_bad_rows=skip_bad, elastic=elastic)
+    wl, skipped = load_trace(trace, skip_bad_rows=skip_bad, elastic=elastic, keep_failed=keep_failed)
     wl = wl.scale_arrivals(scale)
     cl = parse_cluster(cluster)
 
@@ -245,6 +255,7 @@ def run(
     elastic: Elastic = None,
     seed: Seed = 0,
     skip_bad_rows: SkipBad = False,
+    keep_failed: KeepFailed = False,
     arrival_scale: ArrivalScale = 1.0,
     json_out: Json = False,
     timings: Timings = False,
@@ -255,8 +266,9 @@ def run(
     get_scheduler(scheduler)
     _check_network([network])
     wl, skipped, cl, config, elastic = _setup(
-        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate
-    )
+        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate,
+        keep_failed,
+    )  # fmt: skip
     cfg = config(network, seed)
     (res,) = _run_all(wl, cl, [(scheduler, network)], lambda _m: cfg, json_out)
     if json_out:
@@ -285,6 +297,7 @@ def compare(
     elastic: Elastic = None,
     seed: Seed = 0,
     skip_bad_rows: SkipBad = False,
+    keep_failed: KeepFailed = False,
     arrival_scale: ArrivalScale = 1.0,
     plot: Annotated[
         Path | None, typer.Option(help="Folder for jct_cdf.png, utilization.png, utility.png.")
@@ -303,8 +316,9 @@ def compare(
     if plot is not None and not plot.is_dir():
         raise ArschedError(f"--plot {plot} is not an existing folder")
     wl, skipped, cl, config, elastic = _setup(
-        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate
-    )
+        trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate,
+        keep_failed,
+    )  # fmt: skip
 
     def config_for(mode: str):
         return config(mode, seed)

@@ -9,14 +9,17 @@ from pathlib import Path
 from arsched.errors import ArschedError
 
 
-def read_csv(path: Path, what: str, rows: int | None = None) -> tuple[list[str], list[dict[str, str]]]:
+def read_csv(
+    path: Path, what: str, rows: int | None = None, columns: tuple[str, ...] | None = None
+) -> tuple[list[str], list[dict[str, str]]]:
     """The header and the rows (the first `rows` of them, or all) of a CSV file; `what` says what
     the file is for the error ("trace", "cluster spec"): text that is not UTF-8 or a field past
-    the csv module's size limit is refused."""
-    line = 1
+    the csv module's size limit is refused. `columns` names the columns of a file that has no
+    header row (its first line is then a row)."""
+    line = 0 if columns else 1
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
+            reader = csv.DictReader(f, fieldnames=columns)
             header = list(reader.fieldnames or [])
             line = reader.line_num
             out = []

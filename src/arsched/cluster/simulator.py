@@ -80,10 +80,11 @@ def _check_fit(workload: Workload, cluster: Cluster) -> None:
 
 
 def _check_decision(decision, state: SlotState, cluster: Cluster, scheduler: Scheduler) -> None:
+    active = np.zeros(len(state.workload), dtype=bool)
+    active[state.active] = True
     used = np.zeros(cluster.num_servers, dtype=np.int64)
-    active = set(int(j) for j in state.active)
     for j, p in decision:
-        if j not in active:
+        if not (0 <= j < len(active) and active[j]):
             raise ArschedError(f"scheduler {scheduler.name} placed job {j}, which is not active")
         for s, g in p:
             used[s] += g
