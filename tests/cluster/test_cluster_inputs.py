@@ -13,14 +13,14 @@ from arsched.errors import ArschedError
 from clihelp import assert_one_line_error, run
 
 TIRESIAS = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
-HELIOS = "job_id,gpu_num,submit_time,duration\n"
+HELIOS = "job_id,gpu_num,state,submit_time,duration\n"
 TRACE = "synthetic:jobs=6,seed=1,median=200,sigma=0.5"
 CLUSTER = "star:n=4,gpus=4"
 
 
 def _philly(submitted, end=100) -> str:
     attempt = {"start_time": 0, "end_time": end, "detail": [{"ip": "m1", "gpus": ["g0"]}]}
-    return json.dumps([{"jobid": "a", "submitted_time": submitted, "attempts": [attempt]}])
+    return json.dumps([{"jobid": "a", "status": "Pass", "submitted_time": submitted, "attempts": [attempt]}])
 
 
 @pytest.mark.parametrize(
@@ -30,9 +30,9 @@ def _philly(submitted, end=100) -> str:
         ("t.csv", TIRESIAS + "1,2,0,100,resnet50,inf,0\n", r"row 2: field 'duration' is 'inf'"),
         ("t.csv", TIRESIAS + "1,nan,0,100,resnet50,100,0\n", r"row 2: field 'num_gpu' is 'nan'"),
         ("t.csv", TIRESIAS + "1,1e300,0,100,resnet50,100,0\n", r"field 'num_gpu' is '1e300', not a whole"),
-        ("h.csv", HELIOS + "1,2,inf,100\n", r"row 2: field 'submit_time' is 'inf', not a time"),
-        ("h.csv", HELIOS + "1,inf,0,100\n", r"row 2: field 'gpu_num' is 'inf'"),
-        ("h.csv", HELIOS + "1,2,5,nan\n", r"row 2: field 'duration' is 'nan'"),
+        ("h.csv", HELIOS + "1,2,COMPLETED,inf,100\n", r"row 2: field 'submit_time' is 'inf', not a time"),
+        ("h.csv", HELIOS + "1,inf,COMPLETED,0,100\n", r"row 2: field 'gpu_num' is 'inf'"),
+        ("h.csv", HELIOS + "1,2,COMPLETED,5,nan\n", r"row 2: field 'duration' is 'nan'"),
         ("p.json", _philly("inf"), r"row 1: field 'submitted_time' is 'inf', not a time"),
         ("p.json", _philly(0, 1e400), r"field 'attempts\[-1\]\.end_time' is inf"),
         ("p.json", _philly(0, "nan"), r"field 'attempts\[-1\]\.end_time' is 'nan'"),
