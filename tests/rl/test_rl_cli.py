@@ -11,14 +11,14 @@ from clihelp import assert_one_line_error, run
 def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
     ck = tmp_path / "ck"
     code, out, _ = run(
-        capsys, "train", "-t", "dcell:n=2,k=1", "--iterations", "1", "--group", "2", "--imitation-epochs", "3",
-        "--hidden", "16", "--size", "16MB", "-o", str(ck),
+        capsys, "train", "-t", "dcell:n=2,k=1", "--iterations", "1", "--group", "2",
+        "--imitation-epochs", "3", "--hidden", "16", "--size", "16MB", "-o", str(ck),
     )  # fmt: skip
     assert code == 0 and "greedy-trees" in out
     meta = json.loads((ck / "meta.json").read_text())
     assert meta["command"] == (
         "arsched train -t dcell:n=2,k=1 --iterations 1 --group 2 --seed 0 --size 16MB --imitation-epochs 3 "
-        f"--hidden 16 --layers 2 --learning-rate 0.001 --evaluate-every 5 --out {ck}"
+        f"--hidden 16 --layers 2 --temperature 0.3 --learning-rate 0.001 --evaluate-every 5 --out {ck}"
     )
     sched = tmp_path / "s.json"
     code, out, _ = run(
@@ -40,11 +40,12 @@ def test_bad_input_is_one_sentence(capsys, tmp_path):
     s = str(tmp_path / "s.json")
     x = str(tmp_path / "x")
     for argv in (
-        ["train", "-t", "bcube:n=2,k=2", "--iterations", "0", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--iterations", "-1", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "--group", "1", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "--hidden", "100000", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "--size", "lots", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "--learning-rate", "2", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--temperature", "0", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "-o", str(tmp_path / "missing" / "x")],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--checkpoint", str(tmp_path), "-o", s],
@@ -64,7 +65,8 @@ def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(c
         "word": ({**meta, "hidden": "abc"}, "hidden must be a whole number from 1 to 1024, got 'abc'"),
         "huge": ({**meta, "hidden": 200000}, "hidden must be a whole number from 1 to 1024, got 200000"),
         "zero": ({**meta, "layers": 0}, "layers must be a whole number from 1 to 8, got 0"),
-        "old": ({**meta, "format": "arsched.hrl/1"}, "expected 'arsched.hrl/2': retrain it with arsched train"),
+        "cold": ({**meta, "temperature": 0}, "temperature must be a number in (0, 1], got 0"),
+        "old": ({**meta, "format": "arsched.hrl/1"}, "expected 'arsched.hrl/2': retrain it"),
     }
     for name, (content, expected) in cases.items():
         folder = tmp_path / name

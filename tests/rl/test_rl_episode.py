@@ -70,7 +70,9 @@ def test_the_greedy_mode_takes_greedy_trees_decisions():
 
 
 def _tiny_graph(rng: np.random.Generator, flows: int, links: int) -> RoundGraph:
-    edges = [(f, int(lk)) for f in range(flows) for lk in rng.choice(links, size=rng.integers(1, 3), replace=False)]
+    edges = [
+        (f, int(lk)) for f in range(flows) for lk in rng.choice(links, size=rng.integers(1, 3), replace=False)
+    ]
     ef, el = (np.array(x, dtype=np.int64) for x in zip(*edges, strict=True))
     return RoundGraph(
         np.arange(flows),

@@ -22,7 +22,11 @@ def train(
     ],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint folder (created or overwritten).")],
     iterations: Annotated[
-        int, typer.Option(help="Iterations; each samples --group episodes on every network and updates.")
+        int,
+        typer.Option(
+            help="Iterations; each samples --group episodes on every network and updates "
+            "(0: the warm start only)."
+        ),
     ] = D("iterations"),
     group: Annotated[int, typer.Option(help="Episodes per network and iteration (at least 2).")] = D("group"),
     seed: Annotated[int, typer.Option(help="Seed of the weights and of every sampled episode.")] = D("seed"),
@@ -35,6 +39,9 @@ def train(
     ),
     hidden: Annotated[int, typer.Option(help="Width of every hidden layer.")] = D("hidden"),
     layers: Annotated[int, typer.Option(help="Message-passing rounds of the lower network.")] = D("layers"),
+    temperature: Annotated[
+        float, typer.Option(help="Temperature of the sampled rounds (below 1: nearer the policy's mode).")
+    ] = D("temperature"),
     learning_rate: Annotated[float, typer.Option(help="Adam's step size.")] = D("learning_rate"),
     evaluate_every: Annotated[
         int, typer.Option(help="Iterations between evaluations of the deterministic policy.")
@@ -59,7 +66,8 @@ def train(
     command = ["arsched", "train", *(x for t in topologies for x in ("-t", t))]
     command += ["--iterations", str(iterations), "--group", str(group), "--seed", str(seed), "--size", size]
     command += [*([] if warm_start else ["--no-warm-start"]), "--imitation-epochs", str(imitation_epochs)]
-    command += ["--hidden", str(hidden), "--layers", str(layers), "--learning-rate", str(learning_rate)]
+    command += ["--hidden", str(hidden), "--layers", str(layers), "--temperature", str(temperature)]
+    command += ["--learning-rate", str(learning_rate)]
     command += ["--evaluate-every", str(evaluate_every), "--out", str(out_dir)]
     cfg = TrainConfig(
         topologies,
@@ -72,6 +80,7 @@ def train(
         imitation_epochs=imitation_epochs,
         hidden=hidden,
         layers=layers,
+        temperature=temperature,
         learning_rate=learning_rate,
         evaluate_every=evaluate_every,
         extra_meta={"command": shlex.join(command)},

@@ -89,6 +89,9 @@ def read_meta(folder: Path) -> dict[str, Any]:
             raise ArschedError(
                 f"{path}: {key} must be a whole number from 1 to {top}, got {reprlib.repr(value)}"
             )
+    t = meta.get("temperature")
+    if not (isinstance(t, int | float) and not isinstance(t, bool) and 0 < t <= 1):
+        raise ArschedError(f"{path}: temperature must be a number in (0, 1], got {reprlib.repr(t)}")
     return meta
 
 
@@ -104,7 +107,7 @@ def _load_tensors(path: Path) -> dict:
 def load_policy(folder: Path) -> tuple[Policy, dict[str, Any]]:
     """The trained networks (in evaluation mode) and the metadata."""
     meta = read_meta(folder)
-    policy = Policy.create(meta["hidden"], meta["layers"])
+    policy = Policy.create(meta["hidden"], meta["layers"], float(meta["temperature"]))
     for level in LEVELS:
         try:
             getattr(policy, level).load_state_dict(_load_tensors(Path(folder) / f"{level}.pt"))

@@ -20,7 +20,7 @@ class TrainConfig:
     """What `arsched train` asks for. `iterations` × (training networks) × `group` episodes are
     sampled in all: every iteration draws a group of episodes on each network and takes one
     clipped policy-gradient update per network, its advantage the episode's gap relative to its
-    group (see `arsched.rl.training`)."""
+    group (see `arsched.rl.training`); 0 iterations is the warm start alone."""
 
     topologies: Sequence[str]
     _: KW_ONLY
@@ -31,11 +31,13 @@ class TrainConfig:
     nbytes: float = 256e6  # the message size the reward is measured at
     alpha: float | None = None  # per-transfer overhead (None: the flow model's default)
     warm_start: bool = True  # first imitate greedy-trees
-    imitation_epochs: int = 200
-    hidden: int = 64
+    imitation_epochs: int = 50
+    hidden: int = 32
     layers: int = 2  # message-passing rounds of the lower network
+    temperature: float = 0.3  # of the rounds' distribution: below 1, sampled rounds stay nearer the mode
     learning_rate: float = 1e-3
     epochs: int = 2  # passes over each group's decisions
+    max_rounds: int = 64  # rounds of an episode in one update (drawn at random)
     clip: float = 0.2
     evaluate_every: int = 5  # iterations between evaluations of the deterministic policy
     extra_meta: dict = field(default_factory=dict)
@@ -43,7 +45,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not self.topologies:
             raise ArschedError("training needs at least one --topology")
-        for name in ("iterations", "group", "epochs", "evaluate_every", "hidden", "layers"):
+        if not (isinstance(self.iterations, int) and self.iterations >= 0):
+            raise ArschedError(f"--iterations must be a whole number, 0 or more, got {self.iterations!r}")
+        for name in ("group", "epochs", "evaluate_every", "hidden", "layers", "max_rounds"):
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise ArschedError(
@@ -57,8 +61,10 @@ class TrainConfig:
             raise ArschedError(f"--hidden is at most {MAX_HIDDEN} and --layers at most {MAX_LAYERS}")
         if self.imitation_epochs < 0:
             raise ArschedError(f"--imitation-epochs must not be negative, got {self.imitation_epochs}")
-        if not (0.0 < self.learning_rate < 1.0 and 0.0 < self.clip < 1.0):
-            raise ArschedError("the learning rate and the clip range must lie in (0, 1)")
+        if not (0.0 < self.learning_rate < 1.0 and 0.0 < self.clip < 1.0 and 0.0 < self.temperature <= 1.0):
+            raise ArschedError(
+                "the learning rate and the clip range must lie in (0, 1), the temperature in (0, 1]"
+            )
 
     @staticmethod
     def default(name: str) -> Any:
@@ -83,6 +89,10 @@ class Seeds:
         """torch's initial weights."""
         return self.base
 
+    def imitation(self) -> int:
+        """The rounds each pass of the warm start fits."""
+        return self.base * 7919 + 1
+
     def episodes(self, iteration: int, network: int) -> int:
-        """The sampled episodes of one network in one iteration."""
+        """The sampled episodes of one network in one iteration, and the rounds its update fits."""
         return (self.base * 1_000_003 + iteration) * 1009 + network

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine
 from arsched.algorithms.greedy_trees import critical_path, first_fit, round_order
@@ -53,9 +54,9 @@ class RoundGraph:
     def conflicts(self, picks: np.ndarray) -> np.ndarray:
         """K × F: does each of the `picks` share a directed link with each flow (a flow
         conflicts with itself)."""
-        inc = np.zeros((len(self.flows), len(self.x_link)), dtype=np.float32)
-        inc[self.edge_flow, self.edge_link] = 1.0
-        return (inc[picks] @ inc.T) > 0
+        shape = (len(self.flows), len(self.x_link))
+        inc = sparse.csr_matrix((np.ones(len(self.edge_flow)), (self.edge_flow, self.edge_link)), shape=shape)
+        return (inc[picks] @ inc.T).toarray() > 0
 
 
 class Episode:

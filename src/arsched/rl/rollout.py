@@ -33,11 +33,17 @@ class Policy:
 
     upper: RowScorer
     lower: FlowScorer
+    temperature: float = 1.0  # of the rounds' Plackett–Luce distribution
 
     @classmethod
-    def create(cls, hidden: int = 64, layers: int = 2) -> Policy:
+    def create(cls, hidden: int = 64, layers: int = 2, temperature: float = 1.0) -> Policy:
         """Untrained networks (torch's generator draws the weights)."""
-        return cls(RowScorer(hidden), FlowScorer(hidden, layers))
+        return cls(RowScorer(hidden), FlowScorer(hidden, layers), temperature)
+
+    def round_scores(self, graph: RoundGraph) -> torch.Tensor:
+        """The logits of the round's Plackett–Luce policy: the lower network's scores over the
+        temperature (which sharpens the sampled rounds, not the policy's mode)."""
+        return self.lower(graph) / self.temperature
 
     def parameters(self) -> list[torch.nn.Parameter]:
         return [*self.upper.parameters(), *self.lower.parameters()]
@@ -138,7 +144,7 @@ def run(
             order = rng.permutation(len(g.flows))
         else:
             with torch.no_grad():
-                order = sample_order(policy.lower(g).numpy(), draw)
+                order = sample_order(policy.round_scores(g).numpy(), draw)
         traj.rounds.append((g, ep.play(g, order)))
     traj.schedule = ep.schedule(meta)
     if timer is not None:

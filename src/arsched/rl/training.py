@@ -69,22 +69,30 @@ def merge(graphs: Sequence[RoundGraph]) -> RoundGraph:
 
 class Decisions:
     """A trajectory's decisions prepared for recomputing their log-probabilities: the upper
-    level's rows, the lower level's rounds as one merged graph with each round's conflicts."""
+    level's rows, the lower level's rounds as one merged graph with each round's conflicts.
+    Rounds that took every available flow are left out (any order gives that round: the
+    order's probability is noise to the gradient); with `most`, at most that many of the
+    others, drawn with `rng` (an unbiased sample of the decisions: long episodes' updates cost
+    what short ones' do)."""
 
-    def __init__(self, traj: Trajectory) -> None:
+    def __init__(
+        self, traj: Trajectory, most: int | None = None, rng: np.random.Generator | None = None
+    ) -> None:
         kinds = [k for k, _, _ in traj.choices]
         self.chunk_rows = torch.as_tensor(traj.choices[0][1])
         self.chunk_choice = traj.choices[0][2]
         assert kinds[0] == "chunks" and all(k == "tree" for k in kinds[1:])
         self.tree_rows = torch.as_tensor(np.stack([r for _, r, _ in traj.choices[1:]]))
         self.tree_choice = torch.as_tensor([c for _, _, c in traj.choices[1:]])
-        graphs = [g for g, _ in traj.rounds]
-        self.graph = merge(graphs)
+        chosen = [i for i, (g, p) in enumerate(traj.rounds) if len(p) < len(g.flows)]
+        if most is not None and len(chosen) > most:
+            chosen = sorted(rng.choice(chosen, most, replace=False).tolist())
+        graphs = [traj.rounds[i][0] for i in chosen]
+        self.graph = merge(graphs) if graphs else None
         self.bounds = np.cumsum([0, *(len(g.flows) for g in graphs)]).tolist()
         self.rounds = [
-            (torch.as_tensor(g.conflicts(p)), torch.as_tensor(p)) for g, p in traj.rounds if len(g.flows) > 1
+            (torch.as_tensor(g.conflicts(p)), torch.as_tensor(p)) for g, p in (traj.rounds[i] for i in chosen)
         ]
-        self.round_index = [i for i, (g, _) in enumerate(traj.rounds) if len(g.flows) > 1]
 
     def log_probs(self, policy: Policy) -> torch.Tensor:
         """Per decision (the chunk count, each tree, each round with a choice), its log-probability."""
@@ -93,12 +101,12 @@ class Decisions:
         trees = trees.gather(1, self.tree_choice.unsqueeze(1)).squeeze(1)
         parts = [chunks.unsqueeze(0), trees]
         if self.rounds:
-            scores = policy.lower(self.graph)
+            scores = policy.round_scores(self.graph)
             parts.append(
                 torch.stack(
                     [
                         round_log_prob(scores[self.bounds[i] : self.bounds[i + 1]], conflicts, picks)
-                        for i, (conflicts, picks) in zip(self.round_index, self.rounds, strict=True)
+                        for i, (conflicts, picks) in enumerate(self.rounds)
                     ]
                 )
             )
@@ -106,21 +114,27 @@ class Decisions:
 
 
 def imitate(
-    policy: Policy, optimizer: torch.optim.Optimizer, teachers: Sequence[Trajectory], epochs: int
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    teachers: Sequence[Trajectory],
+    epochs: int,
+    most: int | None = None,
+    seed: int = 0,
 ) -> float:
-    """Fit greedy-trees' decisions (maximum likelihood); returns the last mean log-likelihood."""
-    prepared = [Decisions(t) for t in teachers]
+    """Fit greedy-trees' decisions (maximum likelihood; each pass over at most `most` rounds of
+    each teacher, drawn anew); returns the last mean log-likelihood."""
+    rng = np.random.default_rng(seed)
     mean = 0.0
     for _ in range(epochs):
         total = 0.0
-        for d in prepared:
-            lp = d.log_probs(policy)
+        for t in teachers:
+            lp = Decisions(t, most, rng).log_probs(policy)
             loss = -lp.mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             total += float(lp.detach().mean())
-        mean = total / len(prepared)
+        mean = total / len(teachers)
     return mean
 
 
@@ -133,13 +147,18 @@ def advantages(gaps: np.ndarray) -> np.ndarray:
 
 
 def update(
-    policy: Policy, optimizer: torch.optim.Optimizer, group: Sequence[Trajectory], cfg: TrainConfig
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    group: Sequence[Trajectory],
+    cfg: TrainConfig,
+    rng: np.random.Generator,
 ) -> None:
-    """`cfg.epochs` passes of the clipped objective over the group's decisions."""
+    """`cfg.epochs` passes of the clipped objective over the group's decisions (at most
+    `cfg.max_rounds` rounds of each episode, drawn with `rng`)."""
     adv = advantages(np.array([t.gap for t in group]))
     if not adv.any():
         return
-    prepared = [Decisions(t) for t in group]
+    prepared = [Decisions(t, cfg.max_rounds, rng) for t in group]
     with torch.no_grad():
         old = [d.log_probs(policy) for d in prepared]
     for _ in range(cfg.epochs):
@@ -173,14 +192,14 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     alpha = DEFAULT_ALPHA if cfg.alpha is None else cfg.alpha
     instances = [Instance(parse_spec(s), None, cfg.nbytes, s) for s in cfg.topologies]
     timer = Timer(alpha)
-    policy = Policy.create(cfg.hidden, cfg.layers)
+    policy = Policy.create(cfg.hidden, cfg.layers, cfg.temperature)
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
     t0 = time.perf_counter()
     rows: list[dict] = []
     baseline = greedy_gaps(instances, timer)
     if cfg.warm_start:
         teachers = [run(inst, None, timer, "greedy") for inst in instances]
-        imitate(policy, optimizer, teachers, cfg.imitation_epochs)
+        imitate(policy, optimizer, teachers, cfg.imitation_epochs, cfg.max_rounds, seeds.imitation())
         optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
 
     def evaluate() -> list[float]:
@@ -189,6 +208,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     best_gaps = evaluate()
     best = (float(np.mean(best_gaps)), copy.deepcopy(policy.state()))
     done = 0
+    rows.append(_row(0, 0, timer, t0, float("nan"), best[0], best[0]))
     for it in range(1, cfg.iterations + 1):
         sampled = []
         for n, inst in enumerate(instances):
@@ -196,7 +216,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
                 progress(f"iteration {it}: {inst.name}", done, cfg.episodes)
             rng = np.random.default_rng(seeds.episodes(it, n))
             group = [run(inst, policy, timer, "sample", rng) for _ in range(cfg.group)]
-            update(policy, optimizer, group, cfg)
+            update(policy, optimizer, group, cfg, rng)
             sampled += [t.gap for t in group]
             done += cfg.group
         if it % cfg.evaluate_every == 0 or it == cfg.iterations:
@@ -236,6 +256,8 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
         "imitation_epochs": cfg.imitation_epochs,
         "hidden": cfg.hidden,
         "layers": cfg.layers,
+        "temperature": cfg.temperature,
+        "max_rounds": cfg.max_rounds,
         "learning_rate": cfg.learning_rate,
         "epochs": cfg.epochs,
         "clip": cfg.clip,
@@ -249,6 +271,19 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     checkpoint.save(Path(cfg.out), policy, meta)
     write_atomic(Path(cfg.out) / "log.csv", _csv(rows))
     return meta
+
+
+def _row(it: int, episodes: int, timer: Timer, t0: float, sampled: float, policy: float, best: float) -> dict:
+    """A line of log.csv (the sampled gap is empty before the first iteration)."""
+    return {
+        "iteration": it,
+        "episodes": episodes,
+        "simulations": timer.calls,
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "sampled_gap": "" if np.isnan(sampled) else round(sampled, 5),
+        "policy_gap": round(policy, 5),
+        "best_gap": round(best, 5),
+    }
 
 
 def _csv(rows: list[dict]) -> str:
