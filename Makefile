@@ -33,8 +33,8 @@ demo: $(STAMP)
 	@echo "== GADGET on the Tiresias 60-job trace (experiments/gadget.yaml), if shared/ is beside the project"
 	@if [ -f ../shared/data/tiresias_60_job.csv ]; then $(BIN)/arsched sweep experiments/gadget.yaml --out arsched-report/gadget; fi
 	$(BIN)/arsched report arsched-report/runs $$([ -d arsched-report/gadget ] && echo arsched-report/gadget) --out arsched-report
-	@echo "== hrl (hierarchical deep RL, the shipped policy; never trained on DCell(4,1)) beside the baselines"
-	$(BIN)/arsched compare -t dcell:n=4,k=1 --algorithms ps,ring,greedy-trees,hrl --size 256MB --model rounds
+	@echo "== hrl (learned scheduler, the shipped general policy; never trained on DCell(4,1)) beside the baselines, flow model"
+	$(BIN)/arsched compare -t dcell:n=4,k=1 --algorithms ps,ring,greedy-trees,hrl --size 256MB
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples docs

@@ -35,6 +35,7 @@ import numpy as np
 from arsched.algorithms import build
 from arsched.algorithms.registry import NotApplicable
 from arsched.collective import validate
+from arsched.rl.config import TrainConfig
 from arsched.sim import DEFAULT_ALPHA, simulate_flow
 from arsched.topology import parse_spec
 
@@ -67,11 +68,12 @@ UNSEEN = [  # families or link kinds the general policy never saw
     "ring:n=8,bandwidth=400Gbps,reverse=100Gbps",
     "torus:dims=4x4",
 ]
-CURVES = ["bcube:n=4,k=1", "jellyfish:switches=16,ports=4,net_ports=3,seed=1"]
+CURVES = ["bcube:n=4,k=1", "dcell:n=4,k=1"]
 NATIVE = {"bcube": "bcube-native", "torus": "torus-native"}
 BASELINES = ["ps", "ring", "greedy-trees", "tree-packing", "native"]
 SIZE = 256e6
 SAMPLES = 8
+D = TrainConfig.default
 
 
 def flow_gap(schedule) -> float:
@@ -94,7 +96,6 @@ def baselines(spec: str) -> dict[str, float | None]:
 
 def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool) -> dict:
     """Train one policy; its metadata and the curve from log.csv."""
-    from arsched.rl.config import TrainConfig
     from arsched.rl.training import train
 
     cfg = TrainConfig(spec, out=Path(out), iterations=iterations, seed=seed, warm_start=warm, nbytes=SIZE)
@@ -230,9 +231,10 @@ def main() -> None:
     intro = (
         f"Flow model (in-order connections, α = 5 µs) at 256 MB, gap = time / lower bound; every "
         f"schedule validated. `hrl` is trained per instance with `arsched train -t SPEC --iterations {its}` "
-        f"(defaults: group of 8 episodes per iteration, warm start by imitating greedy-trees, "
-        f"group-relative PPO with the flow model's time as the reward; the checkpoint keeps the "
-        f"weights whose deterministic schedule was best). `sims` is the number of flow-model "
+        f"(defaults: {D('group')} episodes per iteration, warm start by imitating greedy-trees, then "
+        f"group-relative PPO on the flow model's time, one level sampled per iteration while the "
+        f"other takes its best decisions; the checkpoint keeps the weights whose deterministic "
+        f"schedule was best on the training network). `sims` is the number of flow-model "
         f"simulations that training used; `random restarts` and `warm samples` are given exactly "
         f"that many: the fastest of that many episodes with uniformly random decisions, and of "
         f"that many episodes sampled from the warm-start policy (imitation only, no policy-gradient "

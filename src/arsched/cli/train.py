@@ -34,6 +34,14 @@ def train(
     warm_start: Annotated[
         bool, typer.Option(help="First imitate greedy-trees (--no-warm-start: from random weights).")
     ] = D("warm_start"),
+    alternate: Annotated[
+        bool,
+        typer.Option(
+            "--alternate/--joint",
+            help="Sample one level per iteration while the other takes its best decisions (the "
+            "paper's alternation), or both at once.",
+        ),
+    ] = D("alternate"),
     imitation_epochs: Annotated[int, typer.Option(help="Passes of the warm start's imitation.")] = D(
         "imitation_epochs"
     ),
@@ -53,8 +61,10 @@ def train(
     The upper network chooses the chunk count and each chunk's flow tree among greedy-trees'
     shapes, the lower network (message passing over the round's flows and links) orders each
     round's flows, of which first fit takes a conflict-free set. The reward is the schedule's
-    time in the flow model over the lower bound, at --size; each iteration samples --group
-    episodes per network and takes PPO's clipped step with the group's mean as the baseline.
+    time in the flow model over the lower bound, at --size. Both networks first imitate
+    greedy-trees (--no-warm-start: random weights); then each iteration samples --group
+    episodes per network (one level sampled, the other at its best, alternating) and takes
+    PPO's clipped step, each episode's advantage relative to its group.
     The checkpoint keeps the weights whose deterministic schedules were best on the training
     networks; --out/log.csv holds the training curve. Then:
     `arsched schedule -t SPEC -a hrl --checkpoint OUT -o s.json`.
@@ -65,7 +75,8 @@ def train(
         raise ArschedError(f"arsched train needs the rl extra (pip install 'arsched[rl]'): {e}") from None
     command = ["arsched", "train", *(x for t in topologies for x in ("-t", t))]
     command += ["--iterations", str(iterations), "--group", str(group), "--seed", str(seed), "--size", size]
-    command += [*([] if warm_start else ["--no-warm-start"]), "--imitation-epochs", str(imitation_epochs)]
+    command += [*([] if warm_start else ["--no-warm-start"]), *([] if alternate else ["--joint"])]
+    command += ["--imitation-epochs", str(imitation_epochs)]
     command += ["--hidden", str(hidden), "--layers", str(layers), "--temperature", str(temperature)]
     command += ["--learning-rate", str(learning_rate)]
     command += ["--evaluate-every", str(evaluate_every), "--out", str(out_dir)]
@@ -77,6 +88,7 @@ def train(
         seed=seed,
         nbytes=parse_size(size),
         warm_start=warm_start,
+        alternate=alternate,
         imitation_epochs=imitation_epochs,
         hidden=hidden,
         layers=layers,

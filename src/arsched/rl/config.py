@@ -26,17 +26,19 @@ class TrainConfig:
     _: KW_ONLY
     out: Path
     iterations: int = 40
-    group: int = 8  # episodes per network and iteration
+    group: int = 16  # episodes per network and iteration
     seed: int = 0
     nbytes: float = 256e6  # the message size the reward is measured at
     alpha: float | None = None  # per-transfer overhead (None: the flow model's default)
     warm_start: bool = True  # first imitate greedy-trees
-    imitation_epochs: int = 50
+    imitation_epochs: int = 200
     hidden: int = 32
     layers: int = 2  # message-passing rounds of the lower network
     temperature: float = 0.3  # of the rounds' distribution: below 1, sampled rounds stay nearer the mode
     learning_rate: float = 1e-3
-    epochs: int = 2  # passes over each group's decisions
+    imitation_rate: float = 1e-3  # Adam's step size in the warm start
+    alternate: bool = True  # sample one level per iteration, the other acting as its mode
+    epochs: int = 4  # passes over each group's decisions
     max_rounds: int = 64  # rounds of an episode in one update (drawn at random)
     clip: float = 0.2
     evaluate_every: int = 5  # iterations between evaluations of the deterministic policy
@@ -61,9 +63,10 @@ class TrainConfig:
             raise ArschedError(f"--hidden is at most {MAX_HIDDEN} and --layers at most {MAX_LAYERS}")
         if self.imitation_epochs < 0:
             raise ArschedError(f"--imitation-epochs must not be negative, got {self.imitation_epochs}")
-        if not (0.0 < self.learning_rate < 1.0 and 0.0 < self.clip < 1.0 and 0.0 < self.temperature <= 1.0):
+        rates = (self.learning_rate, self.imitation_rate, self.clip)
+        if not (all(0.0 < r < 1.0 for r in rates) and 0.0 < self.temperature <= 1.0):
             raise ArschedError(
-                "the learning rate and the clip range must lie in (0, 1), the temperature in (0, 1]"
+                "the learning rates and the clip range must lie in (0, 1), the temperature in (0, 1]"
             )
 
     @staticmethod

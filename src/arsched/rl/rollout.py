@@ -25,6 +25,7 @@ from arsched.rl.nets import FlowScorer, RowScorer, sample_order
 from arsched.sim import simulate_flow
 
 MODES = ("policy", "sample", "greedy", "random")
+LEVELS = ("upper", "lower")
 
 
 @dataclass
@@ -33,16 +34,20 @@ class Policy:
 
     upper: RowScorer
     lower: FlowScorer
-    temperature: float = 1.0  # of the rounds' Plackett–Luce distribution
+    temperature: float = 1.0  # of both levels' distributions
 
     @classmethod
     def create(cls, hidden: int = 64, layers: int = 2, temperature: float = 1.0) -> Policy:
         """Untrained networks (torch's generator draws the weights)."""
         return cls(RowScorer(hidden), FlowScorer(hidden, layers), temperature)
 
+    def option_logits(self, rows: torch.Tensor, kind: str) -> torch.Tensor:
+        """The logits of an upper-level choice: the upper network's scores over the temperature
+        (which sharpens the sampled choices, not the policy's mode)."""
+        return self.upper(rows, kind) / self.temperature
+
     def round_scores(self, graph: RoundGraph) -> torch.Tensor:
-        """The logits of the round's Plackett–Luce policy: the lower network's scores over the
-        temperature (which sharpens the sampled rounds, not the policy's mode)."""
+        """The logits of the round's Plackett–Luce policy, likewise."""
         return self.lower(graph) / self.temperature
 
     def parameters(self) -> list[torch.nn.Parameter]:
@@ -55,10 +60,11 @@ class Policy:
 @dataclass
 class Trajectory:
     """An episode's decisions and result: `choices` are (kind, rows, chosen row) of the upper
-    level, `rounds` (graph, local indices taken in order) of the lower level; `gap` is the flow
-    model's time over the bound."""
+    level, `rounds` (graph, local indices taken in order) of the lower level; `levels` the
+    levels whose decisions were sampled; `gap` is the flow model's time over the bound."""
 
     instance: Instance
+    levels: tuple[str, ...] = LEVELS
     choices: list[tuple[str, np.ndarray, int]] = field(default_factory=list)
     rounds: list[tuple[RoundGraph, np.ndarray]] = field(default_factory=list)
     schedule: Schedule | None = None
@@ -112,15 +118,18 @@ def run(
     mode: str = "policy",
     rng: np.random.Generator | None = None,
     meta: dict | None = None,
+    levels: tuple[str, ...] = LEVELS,
 ) -> Trajectory:
-    """One episode: `policy` (the networks' best decisions), `sample` (drawn from the
-    networks' distributions with `rng`), `greedy` (greedy-trees' decisions: the warm start's
-    teacher) or `random` (uniform decisions drawn with `rng`: the search baseline's). Without a
-    `timer` the schedule is not simulated (`time_s` and `gap` stay NaN)."""
+    """One episode: `policy` (the networks' best decisions), `sample` (the decisions of the
+    `levels` drawn from the networks' distributions with `rng`, the other level's the networks'
+    best), `greedy` (greedy-trees' decisions: the warm start's teacher) or `random` (uniform
+    decisions drawn with `rng`: the search baseline's). Without a `timer` the schedule is not
+    simulated (`time_s` and `gap` stay NaN)."""
     ep = Episode(inst, DEFAULT_ALPHA if timer is None else timer.alpha)
-    traj = Trajectory(inst)
+    traj = Trajectory(inst, levels=levels if mode == "sample" else ())
     teacher = Teacher(inst) if mode == "greedy" else None
-    draw = rng if mode in ("sample", "random") else None
+    draw_upper = rng if mode == "sample" and "upper" in levels else None
+    draw_lower = rng if mode == "sample" and "lower" in levels else None
 
     def decide(kind: str, rows: np.ndarray) -> int:
         if mode == "greedy":
@@ -129,7 +138,7 @@ def run(
             k = int(rng.integers(len(rows)))
         else:
             with torch.no_grad():
-                k = _pick(policy.upper(torch.as_tensor(rows), kind).numpy(), draw)
+                k = _pick(policy.option_logits(torch.as_tensor(rows), kind).numpy(), draw_upper)
         traj.choices.append((kind, rows, k))
         return k
 
@@ -144,7 +153,7 @@ def run(
             order = rng.permutation(len(g.flows))
         else:
             with torch.no_grad():
-                order = sample_order(policy.round_scores(g).numpy(), draw)
+                order = sample_order(policy.round_scores(g).numpy(), draw_lower)
         traj.rounds.append((g, ep.play(g, order)))
     traj.schedule = ep.schedule(meta)
     if timer is not None:

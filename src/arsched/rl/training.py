@@ -42,7 +42,7 @@ from arsched.rl.config import Seeds, TrainConfig
 from arsched.rl.episode import RoundGraph
 from arsched.rl.instance import Instance
 from arsched.rl.nets import choice_log_prob, round_log_prob
-from arsched.rl.rollout import Policy, Timer, Trajectory, run
+from arsched.rl.rollout import LEVELS, Policy, Timer, Trajectory, run
 from arsched.topology import parse_spec
 
 log = logging.getLogger(__name__)
@@ -76,15 +76,20 @@ class Decisions:
     what short ones' do)."""
 
     def __init__(
-        self, traj: Trajectory, most: int | None = None, rng: np.random.Generator | None = None
+        self,
+        traj: Trajectory,
+        most: int | None = None,
+        rng: np.random.Generator | None = None,
+        levels: tuple[str, ...] = LEVELS,
     ) -> None:
+        self.levels = levels
         kinds = [k for k, _, _ in traj.choices]
         self.chunk_rows = torch.as_tensor(traj.choices[0][1])
         self.chunk_choice = traj.choices[0][2]
         assert kinds[0] == "chunks" and all(k == "tree" for k in kinds[1:])
         self.tree_rows = torch.as_tensor(np.stack([r for _, r, _ in traj.choices[1:]]))
         self.tree_choice = torch.as_tensor([c for _, _, c in traj.choices[1:]])
-        chosen = [i for i, (g, p) in enumerate(traj.rounds) if len(p) < len(g.flows)]
+        chosen = [i for i, (g, p) in enumerate(traj.rounds) if len(p) < len(g.flows) and "lower" in levels]
         if most is not None and len(chosen) > most:
             chosen = sorted(rng.choice(chosen, most, replace=False).tolist())
         graphs = [traj.rounds[i][0] for i in chosen]
@@ -95,11 +100,13 @@ class Decisions:
         ]
 
     def log_probs(self, policy: Policy) -> torch.Tensor:
-        """Per decision (the chunk count, each tree, each round with a choice), its log-probability."""
-        chunks = choice_log_prob(policy.upper(self.chunk_rows, "chunks"), self.chunk_choice)
-        trees = torch.log_softmax(policy.upper(self.tree_rows, "tree"), 1)
-        trees = trees.gather(1, self.tree_choice.unsqueeze(1)).squeeze(1)
-        parts = [chunks.unsqueeze(0), trees]
+        """Per decision of the levels (the chunk count, each tree, each round with a choice), its
+        log-probability."""
+        parts = []
+        if "upper" in self.levels:
+            chunks = choice_log_prob(policy.option_logits(self.chunk_rows, "chunks"), self.chunk_choice)
+            trees = torch.log_softmax(policy.option_logits(self.tree_rows, "tree"), 1)
+            parts += [chunks.unsqueeze(0), trees.gather(1, self.tree_choice.unsqueeze(1)).squeeze(1)]
         if self.rounds:
             scores = policy.round_scores(self.graph)
             parts.append(
@@ -110,7 +117,7 @@ class Decisions:
                     ]
                 )
             )
-        return torch.cat(parts)
+        return torch.cat(parts) if parts else torch.zeros(0)
 
 
 def imitate(
@@ -158,7 +165,7 @@ def update(
     adv = advantages(np.array([t.gap for t in group]))
     if not adv.any():
         return
-    prepared = [Decisions(t, cfg.max_rounds, rng) for t in group]
+    prepared = [Decisions(t, cfg.max_rounds, rng, t.levels) for t in group]
     with torch.no_grad():
         old = [d.log_probs(policy) for d in prepared]
     for _ in range(cfg.epochs):
@@ -169,6 +176,8 @@ def update(
             surrogate = torch.minimum(ratio * a, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * a)
             loss = loss - surrogate.sum()
             count += len(ratio)
+        if count == 0:
+            return
         optimizer.zero_grad()
         (loss / count).backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
@@ -193,14 +202,14 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     instances = [Instance(parse_spec(s), None, cfg.nbytes, s) for s in cfg.topologies]
     timer = Timer(alpha)
     policy = Policy.create(cfg.hidden, cfg.layers, cfg.temperature)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
     t0 = time.perf_counter()
     rows: list[dict] = []
     baseline = greedy_gaps(instances, timer)
     if cfg.warm_start:
         teachers = [run(inst, None, timer, "greedy") for inst in instances]
-        imitate(policy, optimizer, teachers, cfg.imitation_epochs, cfg.max_rounds, seeds.imitation())
-        optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+        warm = torch.optim.Adam(policy.parameters(), lr=cfg.imitation_rate)
+        imitate(policy, warm, teachers, cfg.imitation_epochs, cfg.max_rounds, seeds.imitation())
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
 
     def evaluate() -> list[float]:
         return [run(inst, policy, timer).gap for inst in instances]
@@ -215,7 +224,8 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
             if progress:
                 progress(f"iteration {it}: {inst.name}", done, cfg.episodes)
             rng = np.random.default_rng(seeds.episodes(it, n))
-            group = [run(inst, policy, timer, "sample", rng) for _ in range(cfg.group)]
+            levels = (LEVELS[(it - 1) % 2],) if cfg.alternate else LEVELS
+            group = [run(inst, policy, timer, "sample", rng, levels=levels) for _ in range(cfg.group)]
             update(policy, optimizer, group, cfg, rng)
             sampled += [t.gap for t in group]
             done += cfg.group
@@ -259,6 +269,8 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
         "temperature": cfg.temperature,
         "max_rounds": cfg.max_rounds,
         "learning_rate": cfg.learning_rate,
+        "imitation_rate": cfg.imitation_rate,
+        "alternate": cfg.alternate,
         "epochs": cfg.epochs,
         "clip": cfg.clip,
         "episodes": done,
