@@ -1,8 +1,8 @@
-"""Every algorithm of every collective other than AllReduce (ring, direct, pairwise, rhd) and the
-composed AllReduce, on networks of several families, sizes no constant was tuned on (seeded
-random rank subsets, odd counts), directed and heterogeneous links: each schedule proves its
-collective in both validators, is never faster than its bound, and the CLI builds and compares
-them."""
+"""Every algorithm of every collective other than AllReduce (ring, direct, pairwise, rhd, the
+halves of the AllReduce families, tree packing) and the composed AllReduce, on networks of
+several families, sizes no constant was tuned on (seeded random rank subsets, odd counts),
+directed and heterogeneous links: each schedule proves its collective in both validators, is
+never faster than its bound, and the CLI builds and compares them."""
 
 from __future__ import annotations
 
@@ -31,6 +31,17 @@ SPECS = [
     "leafspine:leaves=3,spines=2,servers_per_leaf=3",
 ]
 PAIRS = [(a.name, c) for c in OTHERS for a in algorithms(c)]
+FAMILY = {"bcube-native", "torus-native", "hierarchical"}  # one family's design: elsewhere not applicable
+
+
+def build_or_skip(name, *args):
+    """The schedule, or None where a family's own design meets another network (its sentence
+    checked)."""
+    try:
+        return build(name, *args)
+    except NotApplicable as e:
+        assert name in FAMILY and str(e).startswith(name), str(e)
+        return None
 
 
 def check(s, collective):
@@ -45,7 +56,9 @@ def check(s, collective):
 @pytest.mark.parametrize("spec", SPECS)
 @pytest.mark.parametrize(("name", "collective"), PAIRS)
 def test_every_algorithm_of_every_collective_is_valid(spec, name, collective):
-    check(build(name, parse_spec(spec), None, 16e6, collective), collective)
+    s = build_or_skip(name, parse_spec(spec), None, 16e6, collective)
+    if s is not None:
+        check(s, collective)
 
 
 @settings(max_examples=20, deadline=None)
@@ -56,9 +69,10 @@ def test_random_rank_subsets_and_roots(pair, n, seed):
     rng = np.random.default_rng(seed)
     ranks = list(rng.choice(t.servers, n, replace=False))
     root = ranks[int(rng.integers(n))] if collective in ROOTED else None
-    s = build(name, t, ranks, 1e6, collective, root)
-    assert s.root == root
-    check(s, collective)
+    s = build_or_skip(name, t, ranks, 1e6, collective, root)
+    if s is not None:
+        assert s.root == root
+        check(s, collective)
 
 
 @pytest.mark.parametrize("n", [3, 5, 6, 7, 12])

@@ -312,9 +312,11 @@ def prim(cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, n
     return parent, step, True
 
 
-def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float) -> BalancedPlan:
-    """The balanced plan of `chunk_count` chunks over the `overlay`'s pairs, each step
-    costing `overhead` seconds besides its bytes.
+def balance(
+    topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead: float, chunks: int | None = None
+) -> BalancedPlan:
+    """The balanced plan of `chunks` chunks (default `chunk_count`; chunk k rooted at rank
+    k mod n) over the `overlay`'s pairs, each step costing `overhead` seconds besides its bytes.
 
     R starts at the overlay's diameter + 1 (every breadth-first tree fits) and grows, up to
     `MORE_STEPS` more, while a step more saves `GAIN` of the time with barriers (after one
@@ -322,7 +324,7 @@ def balance(topology: Topology, ranks: tuple[str, ...], nbytes: float, overhead:
     to wait (deep trees need them), and cost a step's overhead each. The best placement then
     gets the rest of its `SWEEPS`."""
     net = Network.of(topology, ranks)
-    chunks = chunk_count(len(ranks), nbytes)
+    chunks = chunk_count(len(ranks), nbytes) if chunks is None else chunks
 
     def placed(steps: int) -> tuple[Placer, float]:
         placer = Placer(net, steps, chunks)

@@ -18,6 +18,12 @@ the simulation weighs both. The candidates after the first are simulated while t
 add up to at most `SELECT_TRANSFERS` (a bound on work, not on the clock, so that the same inputs
 give the same schedule on any machine); `SELECT_SECONDS` only guards against a simulation far
 slower than usual (the choice then depends on the machine, and the meta says so).
+
+ReduceScatter and AllGather on a network whose links have equal reverse links also weigh, where
+the fastest pipeline is more than `NEAR` above the bound (as AllReduce's tree packing does), the
+halves (`halves.half`) of the AllReduce's balanced steps (`balanced`) with as many chunks rooted
+at every rank: no pipeline fill, every link equally busy in every step; the faster in the flow
+model is kept (`levels` forces either).
 """
 
 from __future__ import annotations
@@ -30,17 +36,27 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, check_root
-from arsched.algorithms.packing.build import MAX_RANKS, positive_int
+from arsched.algorithms.halves import half
+from arsched.algorithms.packing.balanced import add_balanced, balance, chunk_count
+from arsched.algorithms.packing.build import MAX_RANKS, NEAR, positive_int
+from arsched.algorithms.packing.directed import symmetric
 from arsched.algorithms.packing.forest import Forest, pack_forest
 from arsched.algorithms.packing.lp import MAX_ITERATIONS
-from arsched.algorithms.packing.pipeline import MAX_STAGES, UNITS, choose_stages, deal, default_stages
+from arsched.algorithms.packing.pipeline import (
+    MAX_STAGES,
+    UNITS,
+    choose_stages,
+    deal,
+    default_stages,
+    step_overhead,
+)
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import Routes, intern, route
 from arsched.algorithms.trees import Sends, tree_depths, tree_heights
 from arsched.collective.kinds import ROOTED
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.errors import OutOfTime
+from arsched.errors import ArschedError, OutOfTime
 from arsched.limits import check_schedule
 from arsched.sim.flow import simulate_flow
 from arsched.sim.result import check_alpha
@@ -61,10 +77,13 @@ def forest_schedule(
     alpha: float,
     iterations: int,
     root: str | None = None,
+    levels: bool | None = None,
 ) -> Schedule:
     """Tree packing of `collective` (see the module docstring); `units` parallel pipelines of
     `stages` steps over trees from at most `iterations` rounds of column generation, tuned for a
-    per-transfer overhead `alpha`."""
+    per-transfer overhead `alpha`; for ReduceScatter and AllGather, `levels` True takes the
+    balanced steps' half, False never, None where the pipeline is more than `NEAR` above the
+    bound and the half is faster."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     alpha = check_alpha(alpha)
@@ -73,6 +92,12 @@ def forest_schedule(
         raise NotApplicable(f"{NAME} is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
     rooted = collective in ROOTED
     root = check_root(rs, root, NAME) if rooted else None
+    if levels is not None and not isinstance(levels, bool):
+        raise ArschedError(f"{NAME}: levels must be true or false, got {levels!r}")
+    if levels and (units is not None or stages is not None):
+        raise ArschedError(f"{NAME}: levels replace the pipeline: give units and stages or levels")
+    if levels:
+        return _levels(collective, topology, rs, nbytes, alpha)
     forest = pack_forest(
         topology, rs, collective, rs.index(root) if rooted else None, positive_int(iterations, "iterations")
     )
@@ -89,7 +114,27 @@ def forest_schedule(
         )
         return schedule(positive_int(UNITS if units is None else units, "units"), stages)
     first = choose_stages(sends, forest.weights, total, routes, topology, nbytes, alpha)[:2]
-    return _fastest(schedule, _candidates(first, default_stages(total, topology, nbytes, alpha)), alpha)
+    best, gap = _fastest(schedule, _candidates(first, default_stages(total, topology, nbytes, alpha)), alpha)
+    if levels is None and not rooted and gap > 1 + NEAR and symmetric(topology):
+        balanced = _levels(collective, topology, rs, nbytes, alpha)
+        if simulate_flow(balanced, alpha).gap < gap:
+            return balanced
+    return best
+
+
+def _levels(
+    collective: str, topology: Topology, rs: tuple[str, ...], nbytes: float, alpha: float
+) -> Schedule:
+    """The `collective` half of tree packing's balanced AllReduce steps, over a multiple of N
+    chunks (chunk k rooted at rank k mod N), so that every rank owns a shard."""
+    n = len(rs)
+    plan = balance(
+        topology, rs, nbytes, step_overhead(topology, alpha), chunks=max(1, chunk_count(n, nbytes) // n) * n
+    )
+    meta = {"params": {"levels": True, "alpha": alpha}, "level_time": plan.time, "level_steps": plan.steps}
+    b = ScheduleBuilder(topology, rs, nbytes, len(plan.columns), NAME, meta)
+    add_balanced(b, plan)
+    return half(b.build(), collective)
 
 
 def _candidates(first: tuple[int, int], stages: int) -> list[tuple[int, int]]:
@@ -106,13 +151,14 @@ def _candidates(first: tuple[int, int], stages: int) -> list[tuple[int, int]]:
 
 def _fastest(
     schedule: Callable[[int, int], Schedule], options: list[tuple[int, int]], alpha: float
-) -> Schedule:
-    """The schedule of `options` (units, stages) that is fastest in the flow model; the first
-    is simulated in full, each other one if its transfers fit in what is left of
+) -> tuple[Schedule, float]:
+    """The schedule of `options` (units, stages) that is fastest in the flow model, and its gap;
+    the first is simulated in full, each other one if its transfers fit in what is left of
     `SELECT_TRANSFERS` (and `SELECT_SECONDS` have not passed)."""
     deadline = time.monotonic() + SELECT_SECONDS
     best = schedule(*options[0])
-    best_time = simulate_flow(best, alpha).time_s
+    first = simulate_flow(best, alpha)
+    best_time, bound = first.time_s, first.bound_s
     left = SELECT_TRANSFERS
     cut = False
     for option in options[1:]:
@@ -129,7 +175,7 @@ def _fastest(
             best, best_time = s, t
     if cut:
         best.meta["selection"] = f"cut after {SELECT_SECONDS:g} s: the choice depends on the machine"
-    return best
+    return best, best_time / bound
 
 
 def _pipelined(
@@ -202,8 +248,11 @@ def _sharded(collective: str):
         stages: int | None = None,
         alpha: float = DEFAULT_ALPHA,
         iterations: int = MAX_ITERATIONS,
+        levels: bool | None = None,
     ) -> Schedule:
-        return forest_schedule(collective, topology, ranks, nbytes, units, stages, alpha, iterations)
+        return forest_schedule(
+            collective, topology, ranks, nbytes, units, stages, alpha, iterations, levels=levels
+        )
 
     build.__doc__ = (
         f"Tree packing {collective}: {'out' if collective == 'allgather' else 'in'}-trees at every rank."
