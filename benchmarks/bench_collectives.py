@@ -11,11 +11,14 @@ The networks: one switch (star), a fat-tree, BCube, DCell, a seeded Jellyfish, a
 one-way torus, a ring four times faster one way than the other, a heterogeneous leaf-spine and
 two 8-GPU boxes (NVSwitch and rail NICs).
 
-Run: python benchmarks/bench_collectives.py [--quick]
+Run: python benchmarks/bench_collectives.py [--quick] [--only COLLECTIVE ...] [--network SPEC ...]
+(`--only` and `--network` rerun those collectives' rows on those networks, every one where
+either is left out, and keep every other row of the published table.)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -26,8 +29,9 @@ from arsched.sim import simulate_flow
 from arsched.topology import parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import markdown, publish
+from _table import markdown, previous_rows, publish
 
+SECTION = "Collectives beyond AllReduce"
 COLLECTIVES = ["reduce_scatter", "allgather", "broadcast", "reduce", "alltoall"]
 NETWORKS = [
     "star:n=8",
@@ -76,8 +80,13 @@ def row(spec: str, collective: str) -> list[object]:
     ]
 
 
-def main(quick: bool) -> None:
-    rows = [row(spec, c) for c in COLLECTIVES for spec in (QUICK if quick else NETWORKS)]
+def main(quick: bool, collectives: list[str] | None, networks: list[str] | None) -> None:
+    partial = collectives is not None or networks is not None
+    specs = networks or (QUICK if quick else NETWORKS)
+    rows = [row(spec, c) for c in (collectives or COLLECTIVES) for spec in specs]
+    if partial and not quick:
+        fresh = {(r[0], r[1]): r for r in rows}
+        rows = [fresh.pop((r[0], r[1]), r) for r in previous_rows(SECTION)] + list(fresh.values())
     met = sum(r[4] == "yes" for r in rows)
     table = markdown(
         [
@@ -96,7 +105,7 @@ def main(quick: bool) -> None:
         print(table)
         return
     publish(
-        "Collectives beyond AllReduce",
+        SECTION,
         "Each collective's algorithms on networks no constant was tuned on: the best gap to the "
         "collective's own lower bound at 256 MB and 16 MB per rank (flow model, in-order connections, "
         "α = 5 µs; Broadcast and Reduce from the first rank), which algorithm gave it, and every "
@@ -109,4 +118,9 @@ def main(quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the first three networks only, printed")
+    ap.add_argument("--only", action="append", choices=COLLECTIVES, help="rerun this collective (repeatable)")
+    ap.add_argument("--network", action="append", choices=NETWORKS, help="rerun this network (repeatable)")
+    args = ap.parse_args()
+    main(args.quick, args.only, args.network)
