@@ -2,18 +2,22 @@
 flow model (α = 5 µs; in-order connections, the default, and at 256 MB also every transfer at
 once), 1 MB and 256 MB, with the gap to the lower bound and the synthesis time.
 
-Run: python benchmarks/bench_algorithms.py [--quick]
+Run: python benchmarks/bench_algorithms.py [--quick] [--only ALGORITHM ...]
+(`--only` reruns those algorithms' rows and keeps every other row of the published table.)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from arsched.algorithms.evaluate import evaluate_all
 from arsched.topology import parse_spec
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _table import markdown, publish
+from _table import markdown, previous_rows, publish
+
+SECTION = "Algorithm comparison"
 
 TOPOLOGIES = [
     "bcube:n=2,k=1",
@@ -30,12 +34,12 @@ TOPOLOGIES = [
 ]
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, only: list[str] | None = None) -> None:
     rows = []
     for spec in TOPOLOGIES[:3] if quick else TOPOLOGIES:
         topo = parse_spec(spec)
-        results = evaluate_all(topo, [1e6, 256e6])
-        at_once = {r.algorithm: r for r in evaluate_all(topo, [256e6], fifo=False)}
+        results = evaluate_all(topo, [1e6, 256e6], only)
+        at_once = {r.algorithm: r for r in evaluate_all(topo, [256e6], only, fifo=False)}
         by_alg: dict[str, dict[float, object]] = {}
         for r in results:
             by_alg.setdefault(r.algorithm, {})[r.bytes] = r
@@ -56,8 +60,11 @@ def main(quick: bool = False) -> None:
                     f"{max(small.synthesis_s, large.synthesis_s) * 1e3:.1f}",
                 ]
             )
+    if only:
+        fresh = {(r[0], r[2]): r for r in rows}
+        rows = [fresh.pop((r[0], r[2]), r) for r in previous_rows(SECTION)] + list(fresh.values())
     publish(
-        "Algorithm comparison",
+        SECTION,
         "Flow model with α = 5 µs and 100 Gb/s, 1 µs links, in-order connections (the default: each "
         "connection carries its steps in order, as a runtime's channels do). Gap = simulated time / "
         "lower bound (1 is optimal) at 1 MB and 256 MB, at 256 MB also with every transfer sent at "
@@ -84,4 +91,8 @@ def main(quick: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the first three networks only")
+    ap.add_argument("--only", action="append", help="rerun only this algorithm's rows (repeatable)")
+    args = ap.parse_args()
+    main(args.quick, args.only)

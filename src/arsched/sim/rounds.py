@@ -8,8 +8,9 @@ chunk_bytes / (bandwidth of its slowest used link) + the longest path latency in
 Steps run one after another.
 
 `simulate_rounds` times a whole schedule (vectorised; only steps with a loaded link are
-assigned round by round). `RoundEngine` is the incremental form the RL environments drive:
-which transfers are available, which conflict, execute a conflict-free set as one round.
+assigned round by round). `RoundEngine` is the incremental form, for a scheduler that decides
+round by round over a schedule's transfers: which are available, which conflict, execute a
+conflict-free set as one round.
 """
 
 from __future__ import annotations
