@@ -21,7 +21,6 @@ FAMILY_NETWORKS = {
     "multi-ring": ["torus:dims=3x3", "ring:n=6,bandwidth=400Gbps,reverse=100Gbps", "torus:dims=3x3,oneway=1"],
     "bcube-native": ["bcube:n=3,k=1"],
     "torus-native": ["torus:dims=3x4", "torus:dims=3x3,bandwidth=100Gbps,reverse=50Gbps"],
-    "hierarchical": ["hgx:boxes=2", "dcell:n=2,k=1"],
 }
 CASES = [(name, spec) for name, specs in FAMILY_NETWORKS.items() for spec in specs]
 

@@ -15,6 +15,7 @@ from arsched.algorithms import (  # noqa: F401  (importing a module registers it
     multiring,
     packing,
     ps,
+    rail_first,
     rhd,
     ring,
 )

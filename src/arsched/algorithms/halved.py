@@ -1,6 +1,7 @@
 """ReduceScatter and AllGather of the AllReduce families that sum every chunk into one rank and
-copy it out from there (`halves`): BCube's and the torus's dimension-ordered schemes, weighted
-multi-rings and the box/rail hierarchy, registered under their AllReduce's name.
+copy it out from there (`halves`): BCube's and the torus's dimension-ordered schemes and
+weighted multi-rings, registered under their AllReduce's name. (The box/rail hierarchy has its
+own, `rail_first`: its AllReduce's halves wait for the rails before the boxes start.)
 
 Example::
 
@@ -13,7 +14,6 @@ import functools
 
 from arsched.algorithms.dimension_ordered import bcube_native, torus_native
 from arsched.algorithms.halves import SHARDED, half
-from arsched.algorithms.hierarchical import hierarchical
 from arsched.algorithms.multiring import multi_ring
 from arsched.algorithms.registry import register
 from arsched.collective.kinds import TITLES
@@ -23,7 +23,6 @@ HALVED = {  # AllReduce builders by name
     "multi-ring": multi_ring,
     "bcube-native": bcube_native,
     "torus-native": torus_native,
-    "hierarchical": hierarchical,
 }
 
 

@@ -111,6 +111,25 @@ def candidate_groups(topology: Topology, ranks: Sequence[str]) -> list[tuple[tup
     return out
 
 
+def usable_groupings(
+    topology: Topology, ranks: tuple[str, ...], groups: Sequence[Sequence[str]] | None
+) -> list[tuple[tuple[int, ...], ...]]:
+    """The given `groups` (lists of rank names) as rank indices, or else `candidate_groups`;
+    NotApplicable where there are none or they are not two or more equal groups of two or more."""
+    if groups is None:
+        found = candidate_groups(topology, ranks)
+        if not found:
+            raise NotApplicable(
+                f"{NAME}: the ranks of {topology.name} form no two or more equal groups of two or more "
+                "(by fast links or shared switches)"
+            )
+        return found
+    given = _given_groups(groups, ranks)
+    if not _usable(given):
+        raise NotApplicable(f"{NAME} needs two or more equal groups of two or more ranks, got {groups!r}")
+    return [given]
+
+
 def _given_groups(groups: object, ranks: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
     """The `groups` parameter (lists of rank names) as rank indices, each rank exactly once."""
     index = {r: i for i, r in enumerate(ranks)}
@@ -122,7 +141,7 @@ def _given_groups(groups: object, ranks: tuple[str, ...]) -> tuple[tuple[int, ..
     return tuple(tuple(index[r] for r in g) for g in groups)
 
 
-def _align(
+def align(
     topology: Topology, ranks: tuple[str, ...], groups: tuple[tuple[int, ...], ...], ring: bool
 ) -> np.ndarray:
     """The (G × g) grid of rank indices: group 0 in ring order (`ring`) or as given, and in every
@@ -357,17 +376,7 @@ def hierarchical(
     a = default_alpha("flow") if alpha is None else float(alpha)
     if not (a >= 0 and math.isfinite(a)):
         raise ArschedError(f"{NAME}: alpha must be a non-negative number of seconds, got {alpha!r}")
-    if groups is None:
-        groupings = candidate_groups(topology, rs)
-        if not groupings:
-            raise NotApplicable(
-                f"{NAME}: the ranks of {topology.name} form no two or more equal groups of two or more "
-                "(by fast links or shared switches)"
-            )
-    else:
-        groupings = [_given_groups(groups, rs)]
-        if not _usable(groupings[0]):
-            raise NotApplicable(f"{NAME} needs two or more equal groups of two or more ranks, got {groups!r}")
+    groupings = usable_groupings(topology, rs, groups)
     big = len(groupings[0])
     if "rhd" in rails and rail == "rhd" and any(len(o) & (len(o) - 1) for o in groupings):
         raise ArschedError(f"{NAME}: rail='rhd' needs a power-of-two number of groups, got {big}")
@@ -375,7 +384,7 @@ def hierarchical(
     options: list[tuple[float, list[int]]] = []  # the chosen plan's piece sizes, cheapest first
     for parts in groupings:
         for mode in intras:
-            grid = _align(topology, rs, parts, mode == "ring")
+            grid = align(topology, rs, parts, mode == "ring")
             for r in rails:
                 if r == "rhd" and len(parts) & (len(parts) - 1):
                     continue

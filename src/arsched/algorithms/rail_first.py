@@ -1,0 +1,171 @@
+"""Hierarchical AllGather over boxes: every shard crosses its rail in pieces while the boxes
+already exchange their own shards, then the pieces that came over the rails go round the box;
+the ReduceScatter is its mirror image in time. Registered as `hierarchical`'s AllGather and
+ReduceScatter.
+
+The ranks form G groups ("boxes") of g, found or given as for the hierarchical AllReduce
+(`hierarchical.usable_groupings`, `hierarchical.align`: rank j of every box on rail j). Rank r's
+shard is cut into P pieces of whole chunks. In step 0 r copies its whole shard to its g − 1 box
+peers; in step q it copies piece q to its G − 1 rail peers (rail switches connect them
+directly); in step q + 1 it copies each piece q that came over its rail to its box peers. So the
+box fabric works on the box's own shards while the first pieces cross the rails (NCCL-style
+two-level AllGather, with the local phase moved first because it waits for nothing), and only
+the last piece's box step is exposed after the rails finish. Every connection pays α per step,
+so pieces shrink towards the end: large ones while the box is busy anyway, a small last one to
+expose. The pieces are the fastest in the flow model (in-order connections) of equal,
+arithmetic and halving sizes for each count in `COUNTS`, over every grouping found; the
+candidates' transfers are bounded by `SELECT_TRANSFERS` (work, not the clock: the same inputs
+give the same schedule on any machine).
+
+ReduceScatter: the same transfers reversed — each copy from a to b in step s becomes a reduce
+from b into a in step P − s. An AllGather whose copies deliver each chunk to every rank exactly
+once (a tree per chunk, as here) reversed in time sums every contribution into the chunk's owner:
+each rank adds into the rank it received the chunk from, after everything it forwarded the chunk
+to has added into it.
+
+Example::
+
+    ag = build("hierarchical", parse_spec("hgx:boxes=2"), collective="allgather")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from arsched.algorithms.common import check_nbytes, check_ranks
+from arsched.algorithms.hierarchical import NAME, align, usable_groupings
+from arsched.algorithms.registry import register
+from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.defaults import default_alpha
+from arsched.errors import ArschedError
+from arsched.sim.flow import simulate_flow
+from arsched.sim.result import check_alpha
+from arsched.topology.core import Topology
+
+COUNTS = (1, 2, 3, 4, 6, 8)  # pieces per shard tried, each equal, arithmetic and halving
+MAX_CHUNKS = 256  # chunks per shard
+SELECT_TRANSFERS = 1_000_000  # transfers of all the candidates simulated
+
+
+def rail_first(
+    collective: str,
+    topology: Topology,
+    ranks: Sequence[str] | None,
+    nbytes: float,
+    groups: Sequence[Sequence[str]] | None,
+    pieces: int | Sequence[int] | None,
+    alpha: float | None,
+) -> Schedule:
+    """The rail-first `collective` ('allgather' or 'reduce_scatter'; see the module docstring)
+    over `groups` (default: found), in `pieces` per shard (a count of equal pieces, or every
+    piece's chunks, first to last; default: the fastest candidate in the flow model with
+    `alpha`, default the flow model's)."""
+    rs = check_ranks(topology, ranks, NAME)
+    nbytes = check_nbytes(nbytes, NAME)
+    a = check_alpha(default_alpha("flow") if alpha is None else alpha)
+    grids = [align(topology, rs, parts, False) for parts in usable_groupings(topology, rs, groups)]
+    if pieces is not None:
+        return _schedule(collective, topology, rs, nbytes, grids[0], _sizes(pieces))
+    best, best_time, left = None, np.inf, SELECT_TRANSFERS
+    for grid in grids:
+        for sizes in _candidates():
+            if best is not None and len(rs) ** 2 * sum(sizes) > left:
+                continue
+            s = _schedule(collective, topology, rs, nbytes, grid, sizes)
+            left -= len(s)
+            t = simulate_flow(s, a).time_s
+            if t < best_time:
+                best, best_time = s, t
+    assert best is not None
+    return best
+
+
+def _candidates() -> list[list[int]]:
+    """Piece sizes (chunks, first to last) to simulate: for every count in `COUNTS`, equal,
+    arithmetic (count, ..., 2, 1) and halving (2^(count−1), ..., 2, 1) pieces."""
+    out: list[list[int]] = []
+    for count in COUNTS:
+        for sizes in ([1] * count, list(range(count, 0, -1)), [2**i for i in range(count - 1, -1, -1)]):
+            if sizes not in out:
+                out.append(sizes)
+    return out
+
+
+def _sizes(pieces: object) -> list[int]:
+    """The `pieces` parameter as every piece's chunks; an ArschedError unless valid."""
+    sizes = [1] * pieces if isinstance(pieces, (int, np.integer)) and not isinstance(pieces, bool) else pieces
+    ok = (
+        isinstance(sizes, (list, tuple))
+        and sizes
+        and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1 for x in sizes)
+    )
+    if not ok or sum(sizes) > MAX_CHUNKS:
+        raise ArschedError(
+            f"{NAME}: pieces must be a count or a list of positive chunk counts, at most {MAX_CHUNKS} "
+            f"chunks in all, got {pieces!r}"
+        )
+    return [int(x) for x in sizes]
+
+
+def _schedule(
+    collective: str,
+    topology: Topology,
+    rs: tuple[str, ...],
+    nbytes: float,
+    grid: np.ndarray,
+    sizes: list[int],
+) -> Schedule:
+    """The schedule over the (G × g) `grid` of rank indices with pieces of `sizes` chunks;
+    chunk r·C + k (C chunks per shard) is chunk k of rank r's shard."""
+    n, per = len(rs), sum(sizes)
+    params = {"groups": [[rs[i] for i in row] for row in grid.tolist()], "pieces": sizes}
+    b = ScheduleBuilder(
+        topology, rs, nbytes, n * per, NAME, {"params": params}, spread=True, collective=collective
+    )
+    step, chunk, src, dst = _allgather(grid, np.repeat(np.arange(len(sizes)), sizes))
+    if collective == "allgather":
+        b.add_rank_arrays(step, chunk, src, dst, "copy")
+    else:
+        b.add_rank_arrays(len(sizes) - step, chunk, dst, src, "reduce")
+    return b.build()
+
+
+def _allgather(grid: np.ndarray, piece: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(step, chunk, source, destination) of every copy of the rail-first AllGather over the
+    (G × g) `grid`, chunk k of a shard in piece `piece[k]`."""
+    G, g = grid.shape
+    box, lane = np.divmod(np.arange(G * g), g)
+    rank = grid[box, lane][:, None, None, None]
+    peer = (lane[:, None] + np.arange(1, g)) % g  # (n, g − 1) lanes of the box peers
+    hub_box = (box[:, None] + np.arange(1, G)) % G  # (n, G − 1) boxes of the rail peers
+    hub = grid[hub_box, lane[:, None]]
+    per = len(piece)
+    k = np.arange(per)
+    own = np.broadcast_arrays(0 * k, rank, grid[box[:, None], peer][:, :, None, None], k)  # step 0
+    rail = np.broadcast_arrays(piece, rank, hub[:, :, None, None], k)  # step q, its piece
+    onward = grid[hub_box[:, :, None], (lane[:, None, None] + np.arange(1, g)) % g][..., None]
+    relay = np.broadcast_arrays(piece + 1, rank, hub[:, :, None, None], onward, k)  # step q + 1
+    parts = [(s, r * per + c, r, d) for s, r, d, c in (own, rail)]
+    parts.append((relay[0], relay[1] * per + relay[4], relay[2], relay[3]))
+    return tuple(np.concatenate([x.ravel() for x in col]) for col in zip(*parts, strict=True))
+
+
+def _builder(collective: str):
+    def build(
+        topology: Topology,
+        ranks: Sequence[str] | None = None,
+        nbytes: float = 1e8,
+        groups: Sequence[Sequence[str]] | None = None,
+        pieces: int | Sequence[int] | None = None,
+        alpha: float | None = None,
+    ) -> Schedule:
+        return rail_first(collective, topology, ranks, nbytes, groups, pieces, alpha)
+
+    build.__doc__ = f"Hierarchical {collective}: rails first, the boxes' own shards meanwhile (`rail_first`)."
+    return build
+
+
+register(NAME, "", "allgather")(_builder("allgather"))
+register(NAME, "", "reduce_scatter")(_builder("reduce_scatter"))
