@@ -121,7 +121,8 @@ def test_the_registry_says_who_builds_what():
     assert "pairwise" not in {a.name for a in algorithms()}  # AllReduce's list
     with pytest.raises(
         NotApplicable,
-        match="dbtree does not build AllGather; algorithms that do: rhd, ring, tree-packing, direct",
+        match="dbtree does not build AllGather; algorithms that do: rhd, ring, multi-ring, bcube-native, "
+        "torus-native, hierarchical, tree-packing, direct",
     ):
         get("dbtree").builder("allgather")
     with pytest.raises(ArschedError, match="ring's AllGather takes no root"):

@@ -19,15 +19,18 @@ add up to at most `SELECT_TRANSFERS` (a bound on work, not on the clock, so that
 give the same schedule on any machine); `SELECT_SECONDS` only guards against a simulation far
 slower than usual (the choice then depends on the machine, and the meta says so).
 
-ReduceScatter and AllGather on a network whose links have equal reverse links also weigh, where
-the fastest pipeline is more than `NEAR` above the bound (as AllReduce's tree packing does), the
-halves (`halves.half`) of the AllReduce's balanced steps (`balanced`) with as many chunks rooted
-at every rank: no pipeline fill, every link equally busy in every step; the faster in the flow
-model is kept (`levels` forces either).
+ReduceScatter and AllGather also weigh, where the fastest pipeline is more than `NEAR` above the
+bound (as AllReduce's tree packing does), two schedules without a pipeline, in which each chunk
+crosses its tree once and every link is about as busy in every step (no fill or drain): the
+shortest-path trees placed level by level (`levels`, any network) and, where every link has an
+equal reverse link, the halves (`halves.half`) of the AllReduce's balanced steps (`balanced`)
+with as many chunks rooted at every rank. The fastest in the flow model is kept (`levels`
+forces one side).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -41,6 +44,7 @@ from arsched.algorithms.packing.balanced import add_balanced, balance, chunk_cou
 from arsched.algorithms.packing.build import MAX_RANKS, NEAR, positive_int
 from arsched.algorithms.packing.directed import symmetric
 from arsched.algorithms.packing.forest import Forest, pack_forest
+from arsched.algorithms.packing.levels import level_schedule
 from arsched.algorithms.packing.lp import MAX_ITERATIONS
 from arsched.algorithms.packing.pipeline import (
     MAX_STAGES,
@@ -82,8 +86,8 @@ def forest_schedule(
     """Tree packing of `collective` (see the module docstring); `units` parallel pipelines of
     `stages` steps over trees from at most `iterations` rounds of column generation, tuned for a
     per-transfer overhead `alpha`; for ReduceScatter and AllGather, `levels` True takes the
-    balanced steps' half, False never, None where the pipeline is more than `NEAR` above the
-    bound and the half is faster."""
+    fastest schedule without a pipeline (`_unpipelined`), False never, None where the pipeline
+    is more than `NEAR` above the bound and it is faster."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     alpha = check_alpha(alpha)
@@ -97,7 +101,12 @@ def forest_schedule(
     if levels and (units is not None or stages is not None):
         raise ArschedError(f"{NAME}: levels replace the pipeline: give units and stages or levels")
     if levels:
-        return _levels(collective, topology, rs, nbytes, alpha)
+        unpipelined = _unpipelined(collective, topology, rs, nbytes, alpha)
+        if unpipelined is None:
+            raise NotApplicable(
+                f"{NAME}: no schedule without a pipeline for {len(rs)} ranks of {topology.name}"
+            )
+        return unpipelined[0]
     forest = pack_forest(
         topology, rs, collective, rs.index(root) if rooted else None, positive_int(iterations, "iterations")
     )
@@ -115,14 +124,28 @@ def forest_schedule(
         return schedule(positive_int(UNITS if units is None else units, "units"), stages)
     first = choose_stages(sends, forest.weights, total, routes, topology, nbytes, alpha)[:2]
     best, gap = _fastest(schedule, _candidates(first, default_stages(total, topology, nbytes, alpha)), alpha)
-    if levels is None and not rooted and gap > 1 + NEAR and symmetric(topology):
-        balanced = _levels(collective, topology, rs, nbytes, alpha)
-        if simulate_flow(balanced, alpha).gap < gap:
-            return balanced
+    if levels is None and not rooted and gap > 1 + NEAR:
+        unpipelined = _unpipelined(collective, topology, rs, nbytes, alpha)
+        if unpipelined is not None and unpipelined[1] < gap:
+            return unpipelined[0]
     return best
 
 
-def _levels(
+def _unpipelined(
+    collective: str, topology: Topology, rs: tuple[str, ...], nbytes: float, alpha: float
+) -> tuple[Schedule, float] | None:
+    """The fastest in the flow model, and its gap, of the sharded `collective`'s schedules
+    without a pipeline: the balanced steps' half where every link has an equal reverse link
+    (first, so it is kept on a tie), the level-placed trees where not too many to place; None
+    where neither applies."""
+    options = [_balanced_half(collective, topology, rs, nbytes, alpha)] if symmetric(topology) else []
+    with contextlib.suppress(NotApplicable):  # too many ranks to place
+        options.append(level_schedule(collective, topology, rs, nbytes))
+    gaps = [simulate_flow(s, alpha).gap for s in options]
+    return (options[int(np.argmin(gaps))], min(gaps)) if options else None
+
+
+def _balanced_half(
     collective: str, topology: Topology, rs: tuple[str, ...], nbytes: float, alpha: float
 ) -> Schedule:
     """The `collective` half of tree packing's balanced AllReduce steps, over a multiple of N
