@@ -25,9 +25,9 @@ import numpy as np
 
 from arsched.algorithms.registry import NotApplicable
 from arsched.collective.kinds import TITLES
-from arsched.collective.schedule import REDUCE, Schedule
+from arsched.collective.schedule import COPY, REDUCE, Schedule
 
-SHARDED = {"reduce_scatter": REDUCE, "allgather": 1 - REDUCE}  # the op each half keeps
+SHARDED = {"reduce_scatter": REDUCE, "allgather": COPY}  # the op each half keeps
 
 
 def split(schedule: Schedule) -> tuple[Schedule, Schedule]:

@@ -40,6 +40,7 @@ from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
+from arsched.limits import check_schedule
 from arsched.sim.flow import simulate_flow
 from arsched.sim.result import check_alpha
 from arsched.topology.core import Topology
@@ -120,6 +121,7 @@ def _schedule(
     """The schedule over the (G × g) `grid` of rank indices with pieces of `sizes` chunks;
     chunk r·C + k (C chunks per shard) is chunk k of rank r's shard."""
     n, per = len(rs), sum(sizes)
+    check_schedule(NAME, n, n * per, n * per * (n - 1))
     params = {"groups": [[rs[i] for i in row] for row in grid.tolist()], "pieces": sizes}
     b = ScheduleBuilder(
         topology, rs, nbytes, n * per, NAME, {"params": params}, spread=True, collective=collective
