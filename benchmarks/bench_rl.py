@@ -10,7 +10,7 @@ used (random restarts; samples of the warm-start policy, i.e. the same networks 
 policy-gradient step). `hrl best-of-8` (the fastest of the deterministic and 7 sampled
 episodes) is a search at inference, not learning. One general policy is trained on generated
 networks of every family at other sizes and seeds, and run unchanged on the nine and on five
-networks of families and shapes it never saw (a leaf-spine, an 8-GPU-box fabric, a one-way
+networks of families and shapes it never saw (a leaf-spine, a two-box GPU fabric, a one-way
 torus, an asymmetric ring, a larger torus). Training curves: warm and cold start, three seeds
 each, on BCube(4,1). Every schedule is validated.
 
