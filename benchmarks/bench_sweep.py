@@ -38,7 +38,7 @@ def main(config: Path, workers: int) -> None:
         raise SystemExit(f"{len(summary.failures)} tasks failed: {summary.failures[0][1]}")
     efficiency = sum(float(r["wall_s"]) for r in rows + trained) / (wall * workers)
     top = max(float(r["bytes"]) for r in rows)
-    done = [r for r in in_model(rows, "flow") if float(r["bytes"]) == top]
+    done = [r for m in ("rounds", "flow") for r in in_model(rows, m) if float(r["bytes"]) == top]
     labels = labels_of(done)
     cell: dict[tuple[str, str, str], str] = {}
     for r in done:
