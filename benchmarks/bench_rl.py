@@ -12,7 +12,7 @@ episodes) is a search at inference, not learning. One general policy is trained 
 networks of every family at other sizes and seeds, and run unchanged on the nine and on five
 networks of families and shapes it never saw (a leaf-spine, a two-box GPU fabric, a one-way
 torus, an asymmetric ring, a larger torus). Training curves: warm and cold start, three seeds
-each, on BCube(4,1). Every schedule is validated.
+each, on BCube(3,1). Every schedule is validated.
 
 Tasks run in a pool of `--workers` processes, each torch on one thread; the times in the tables
 are measured with that many tasks sharing the machine's cores.
@@ -68,7 +68,7 @@ UNSEEN = [  # families or link kinds the general policy never saw
     "ring:n=8,bandwidth=400Gbps,reverse=100Gbps",
     "torus:dims=4x4",
 ]
-CURVES = ["bcube:n=4,k=1"]
+CURVES = ["bcube:n=3,k=1"]
 NATIVE = {"bcube": "bcube-native", "torus": "torus-native"}
 BASELINES = ["ps", "ring", "greedy-trees", "tree-packing", "native"]
 SIZE = 256e6
@@ -95,11 +95,23 @@ def baselines(spec: str) -> dict[str, float | None]:
 
 
 def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool) -> dict:
-    """Train one policy; its metadata and the curve from log.csv."""
+    """Train one policy (unless `out` holds this very training already: `--work` resumes a
+    cut run); its metadata and the curve from log.csv."""
+    import json
+
     from arsched.rl.training import train
 
     cfg = TrainConfig(spec, out=Path(out), iterations=iterations, seed=seed, warm_start=warm, nbytes=SIZE)
-    meta = train(cfg)
+    done = Path(out) / "meta.json"
+    meta = json.loads(done.read_text()) if done.is_file() else {}
+    same = [meta.get(k) for k in ("topologies", "iterations", "seed", "warm_start")] == [
+        spec,
+        iterations,
+        seed,
+        warm,
+    ]
+    if not same:
+        meta = train(cfg)
     meta["curve"] = [
         (int(r["episodes"]), float(r["policy_gap"]), float(r["best_gap"]))
         for r in csv.DictReader((Path(out) / "log.csv").open())
@@ -107,8 +119,8 @@ def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool) 
     return meta
 
 
-def searches(spec: str, calls: int, warm_policy: str, seed: int) -> dict[str, float]:
-    """Random restarts and warm-start samples, `calls` simulations each."""
+def restart_search(spec: str, calls: int, warm_policy: str | None, seed: int) -> float:
+    """The best gap of `calls` random restarts (no policy) or warm-start samples."""
     import torch
 
     from arsched.rl.checkpoint import load_policy
@@ -118,13 +130,10 @@ def searches(spec: str, calls: int, warm_policy: str, seed: int) -> dict[str, fl
 
     torch.set_num_threads(1)
     inst = Instance(parse_spec(spec), None, SIZE)
-    policy, _ = load_policy(Path(warm_policy))
-    out = {}
-    for name, pol in (("random", None), ("warm samples", policy)):
-        best, _ = restarts(inst, Timer(DEFAULT_ALPHA), calls, seed, pol)
-        assert validate(best.schedule).ok
-        out[name] = best.gap
-    return out
+    policy = None if warm_policy is None else load_policy(Path(warm_policy))[0]
+    best, _ = restarts(inst, Timer(DEFAULT_ALPHA), calls, seed, policy)
+    assert validate(best.schedule).ok
+    return best.gap
 
 
 def inference(spec: str, checkpoint: str, samples: int = 1) -> tuple[float, float]:
@@ -145,24 +154,23 @@ def main() -> None:
     ap.add_argument("--curve-iterations", type=int, default=20, help="iterations of each curve's training")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="three instances, tiny budgets (a smoke run)")
+    ap.add_argument("--work", type=Path, help="folder of the checkpoints (reuses finished trainings)")
+    ap.add_argument("--only", action="append", help="an instance to run (repeatable; default: the nine)")
     args = ap.parse_args()
-    instances = INSTANCES[::4] if args.quick else INSTANCES
+    instances = INSTANCES[::4] if args.quick else (args.only or INSTANCES)
     unseen = UNSEEN[:1] if args.quick else UNSEEN
     curves = CURVES[:1] if args.quick else CURVES
     its = 2 if args.quick else args.iterations
     general_its = 2 if args.quick else args.general_iterations
     curve_its = 2 if args.quick else args.curve_iterations
     seeds = (0,) if args.quick else (0, 1, 2)
-    work = Path(tempfile.mkdtemp(prefix="bench_rl_"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench_rl_"))
     t_all = time.perf_counter()
 
     with ProcessPoolExecutor(args.workers) as pool:
         general = pool.submit(training, GENERAL_SET, str(work / "general"), general_its, 0, True)
         warm0 = {
             s: pool.submit(training, [s], str(work / f"w0-{i}"), 0, 0, True) for i, s in enumerate(instances)
-        }
-        per = {
-            s: pool.submit(training, [s], str(work / f"i-{i}"), its, 0, True) for i, s in enumerate(instances)
         }
         curve = {
             (s, warm, seed): pool.submit(
@@ -173,19 +181,26 @@ def main() -> None:
             for seed in seeds
         }
         base = {s: pool.submit(baselines, s) for s in instances + unseen}
+        # per-instance trainings last: a resumed run (--work) finds more of them finished
+        per = {
+            s: pool.submit(training, [s], str(work / f"i-{i}"), its, 0, True) for i, s in enumerate(instances)
+        }
         per = {s: f.result() for s, f in per.items()}
         for f in warm0.values():
             f.result()
         search = {
-            s: pool.submit(searches, s, per[s]["simulations"], str(work / f"w0-{i}"), 1)
+            (s, name): pool.submit(restart_search, s, per[s]["simulations"], policy, 1)
             for i, s in enumerate(instances)
+            for name, policy in (("random", None), ("warm samples", str(work / f"w0-{i}")))
         }
         infer = {s: pool.submit(inference, s, str(work / f"i-{i}")) for i, s in enumerate(instances)}
         best8 = {s: pool.submit(inference, s, str(work / f"i-{i}"), SAMPLES) for i, s in enumerate(instances)}
         general = general.result()
         gen = {s: pool.submit(inference, s, str(work / "general")) for s in instances + unseen}
         base = {s: f.result() for s, f in base.items()}
-        search = {s: f.result() for s, f in search.items()}
+        search = {
+            s: {name: search[(s, name)].result() for name in ("random", "warm samples")} for s in instances
+        }
         infer = {s: f.result() for s, f in infer.items()}
         best8 = {s: f.result()[0] for s, f in best8.items()}
         gen = {s: f.result()[0] for s, f in gen.items()}
@@ -244,9 +259,15 @@ def main() -> None:
         f"{general['simulations']} simulations) on {', '.join(GENERAL_SET)} and run unchanged on "
         f"every network here (all held out). Native: bcube-native on BCube, torus-native on tori, "
         f"none elsewhere. Tasks ran {args.workers} at a time, each on one thread ({wall / 60:.0f} "
-        f"minutes in all), so `train s` and `infer ms` are measured with {args.workers} tasks sharing "
-        f"the cores."
-        f"\n\nTargets of issue 23 (deterministic `hrl`, per-instance training): ≥ 3 % faster than "
+        f"minutes{' after resuming a cut run with --work' if args.work else ' in all'}), so `train s` "
+        f"and `infer ms` are measured with {args.workers} tasks sharing the cores (and other work on "
+        f"the machine)."
+        + (
+            f" Not run this time: {', '.join(s for s in INSTANCES if s not in instances)}."
+            if len(instances) < len(INSTANCES) and not args.quick
+            else ""
+        )
+        + f"\n\nTargets of issue 23 (deterministic `hrl`, per-instance training): ≥ 3 % faster than "
         f"greedy-trees on **{tally['win3']}/{n}** (target ≥ 6 of 9); slower by more than 1 % on "
         f"**{tally['lose1']}/{n}** (target 0); faster than the best equal-compute search on "
         f"**{tally['search']}/{n}** (target ≥ half); `hrl general` within 5 % of per-instance "
@@ -256,7 +277,7 @@ def main() -> None:
     head = ["topology", "ranks", *BASELINES, "random restarts", "warm samples", "hrl",
             f"hrl best-of-{SAMPLES}", "hrl general", "sims", "train s", "infer ms"]  # fmt: skip
     table = (
-        "The nine instances:\n\n"
+        "The instances:\n\n"
         + markdown(head, rows)
         + "\n\nNetworks of families or link kinds no training saw (the general policy only):\n\n"
         + markdown(["topology", "ranks", *BASELINES, "hrl general"], unseen_rows)
