@@ -61,7 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_runtime.py
 	$(BIN)/python benchmarks/bench_faults.py
 	$(BIN)/python benchmarks/bench_sweep.py
-	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --steps 8000 --phases 6 --general-steps 8000
+	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --iterations 25 --general-iterations 25 --curve-iterations 15
 	$(BIN)/python benchmarks/bench_cluster.py
 	$(BIN)/python benchmarks/bench_fuzz.py
 
