@@ -82,10 +82,10 @@ def build_trees(
     if (hops < 0).any():
         raise ArschedError(f"some ranks of {topology.name} cannot reach each other")
     if shape == "spt" and n <= BALANCED_LIMIT:
-        return _spt_trees(num_chunks, hops, _pair_links(topology, ranks))
+        return _spt_trees(num_chunks, hops, pair_links(topology, ranks))
     if shape in ("balanced", "shallow") and n <= BALANCED_LIMIT:
         cap = np.full(n, n if fanout is None else fanout)
-        return _balanced_trees(num_chunks, hops, cap, _pair_links(topology, ranks), shape == "shallow")
+        return _balanced_trees(num_chunks, hops, cap, pair_links(topology, ranks), shape == "shallow")
     ports = np.array([topology.ports(r) for r in ranks])
     cap = np.maximum(ports, 2) if fanout is None else np.full(n, fanout)
     return _bfs_trees(topology, ranks, num_chunks, hops, cap)
@@ -107,7 +107,7 @@ def _chain_trees(order: np.ndarray, num_chunks: int) -> list[FlowTree]:
     return trees
 
 
-def _pair_links(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
+def pair_links(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
     """(n, n, width): the links of the default routes a→b and then b→a of every rank pair,
     padded with the index `num_links` (a link whose load stays 0)."""
     n = len(ranks)

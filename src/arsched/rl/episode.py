@@ -60,7 +60,7 @@ class RoundGraph:
 
 
 class Episode:
-    """The state of one episode on an instance; `decisions` counts both levels' steps."""
+    """The state of one episode on an instance."""
 
     def __init__(self, instance: Instance, alpha: float) -> None:
         self.instance = instance
@@ -68,7 +68,6 @@ class Episode:
         self.chunks: int | None = None
         self.shapes: list[int] = []
         self.engine: FlowTreeEngine | None = None
-        self.decisions = 0
 
     # ---- upper level -------------------------------------------------------------------
     @property
@@ -93,7 +92,6 @@ class Episode:
         self.chunks = self.instance.chunk_options[option]
         self._lib = self.instance.library(self.chunks)
         self._load = np.zeros(len(self.instance.capacity))  # seconds of one chunk per link
-        self.decisions += 1
 
     def tree_features(self) -> np.ndarray:
         """One row per shape for the next chunk: how much its flows raise the busiest link's
@@ -131,7 +129,6 @@ class Episode:
         links, counts = self._lib.usage[shape][c]
         self._load[links] += counts * (self.instance.capacity.max() / self.instance.capacity[links])
         self.shapes.append(int(shape))
-        self.decisions += 1
         if len(self.shapes) == self.chunks:
             self._start_rounds()
 
@@ -197,7 +194,6 @@ class Episode:
         picked = first_fit(e, graph.flows[order])
         local = {int(f): i for i, f in enumerate(graph.flows.tolist())}
         e.execute(picked)
-        self.decisions += 1
         self._since[(self._since < 0) & e.available] = self.rounds
         return np.array([local[f] for f in picked], dtype=np.int64)
 

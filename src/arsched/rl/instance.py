@@ -20,10 +20,9 @@ from functools import cached_property
 import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, ring_order
-from arsched.algorithms.flowtrees import SHAPES, FlowTree, FlowTreeEngine, build_trees
+from arsched.algorithms.flowtrees import SHAPES, FlowTree, FlowTreeEngine, build_trees, pair_links
 from arsched.algorithms.greedy_trees import MAX_RANKS, candidate_chunks
 from arsched.algorithms.registry import NotApplicable
-from arsched.algorithms.routes import all_pairs
 from arsched.algorithms.trees import tree_heights
 from arsched.topology.core import Topology
 
@@ -71,17 +70,13 @@ class Instance:
         return np.asarray(self.topology.compiled.capacity, dtype=np.float64)
 
     @cached_property
-    def _pair_links(self) -> tuple:
-        routes = all_pairs(self.topology, self.ranks, spread=False)
-        return routes, routes.positions(self.num_ranks)
+    def _pair_links(self) -> np.ndarray:
+        return pair_links(self.topology, self.ranks)
 
     def _usage(self, tree: FlowTree) -> tuple[np.ndarray, np.ndarray]:
-        routes, pair = self._pair_links
         kids = np.flatnonzero(tree.parent >= 0)
-        parts = [routes.links_of(pair[v, tree.parent[v]]) for v in kids.tolist()]
-        parts += [routes.links_of(pair[tree.parent[v], v]) for v in kids.tolist()]
-        links = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return tuple(np.unique(links, return_counts=True))
+        links = self._pair_links[kids, tree.parent[kids]].ravel()
+        return tuple(np.unique(links[links < len(self.capacity)], return_counts=True))
 
     def library(self, chunks: int) -> Library:
         """The trees of every shape for `chunks` chunks (built once)."""

@@ -94,8 +94,3 @@ def round_log_prob(scores: torch.Tensor, conflicts: torch.Tensor, picks: torch.T
     blocked = (torch.cumsum(rows, 0) - rows) > 0  # blocked before each pick
     masked = scores.unsqueeze(0).masked_fill(blocked, -torch.inf)
     return (scores[picks] - torch.logsumexp(masked, 1)).sum()
-
-
-def choice_log_prob(logits: torch.Tensor, choice: int) -> torch.Tensor:
-    """log softmax(logits)[choice]."""
-    return torch.log_softmax(logits, 0)[choice]

@@ -10,7 +10,6 @@ users compare. The round model is not used at all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -71,10 +70,6 @@ class Trajectory:
     time_s: float = float("nan")
     gap: float = float("nan")
 
-    @property
-    def decisions(self) -> int:
-        return len(self.choices) + len(self.rounds)
-
 
 class Timer:
     """Times schedules in the flow model at one α, counting the simulator calls (the currency
@@ -91,17 +86,11 @@ class Timer:
         return result.time_s, result.bound_s
 
 
-class Teacher:
-    """greedy-trees' decisions on an instance: its chunk count and tree shape for every chunk
-    (`best_engine`), and its round order."""
-
-    def __init__(self, inst: Instance) -> None:
-        self.inst = inst
-
-    @cached_property
-    def plan(self) -> tuple[int, int]:
-        shape, engine = best_engine(self.inst.topology, self.inst.ranks, self.inst.nbytes, None, None, "hrl")
-        return self.inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape)
+def greedy_plan(inst: Instance) -> tuple[int, int]:
+    """greedy-trees' upper decisions on an instance (`best_engine`): the index of its chunk count
+    among the instance's options and of its tree shape among `SHAPES` (every chunk's)."""
+    shape, engine = best_engine(inst.topology, inst.ranks, inst.nbytes, None, None, "hrl")
+    return inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape)
 
 
 def _pick(logits: np.ndarray, rng: np.random.Generator | None) -> int:
@@ -127,13 +116,13 @@ def run(
     simulated (`time_s` and `gap` stay NaN)."""
     ep = Episode(inst, DEFAULT_ALPHA if timer is None else timer.alpha)
     traj = Trajectory(inst, levels=levels if mode == "sample" else ())
-    teacher = Teacher(inst) if mode == "greedy" else None
+    plan = greedy_plan(inst) if mode == "greedy" else None
     draw_upper = rng if mode == "sample" and "upper" in levels else None
     draw_lower = rng if mode == "sample" and "lower" in levels else None
 
     def decide(kind: str, rows: np.ndarray) -> int:
         if mode == "greedy":
-            k = teacher.plan[0] if kind == "chunks" else teacher.plan[1]
+            k = plan[0] if kind == "chunks" else plan[1]
         elif mode == "random":
             k = int(rng.integers(len(rows)))
         else:

@@ -41,7 +41,7 @@ from arsched.rl import checkpoint
 from arsched.rl.config import Seeds, TrainConfig
 from arsched.rl.episode import RoundGraph
 from arsched.rl.instance import Instance
-from arsched.rl.nets import choice_log_prob, round_log_prob
+from arsched.rl.nets import round_log_prob
 from arsched.rl.rollout import LEVELS, Policy, Timer, Trajectory, run
 from arsched.topology import parse_spec
 
@@ -104,7 +104,7 @@ class Decisions:
         log-probability."""
         parts = []
         if "upper" in self.levels:
-            chunks = choice_log_prob(policy.option_logits(self.chunk_rows, "chunks"), self.chunk_choice)
+            chunks = torch.log_softmax(policy.option_logits(self.chunk_rows, "chunks"), 0)[self.chunk_choice]
             trees = torch.log_softmax(policy.option_logits(self.tree_rows, "tree"), 1)
             parts += [chunks.unsqueeze(0), trees.gather(1, self.tree_choice.unsqueeze(1)).squeeze(1)]
         if self.rounds:
