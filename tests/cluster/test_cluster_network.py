@@ -86,3 +86,28 @@ def test_reserved_never_exceeds_capacity(seed, jobs):
         load[links] += bj * mult
     assert (load <= c.capacity * (1 + 1e-9)).all()
     assert (b >= 0).all()
+
+
+@given(st.integers(0, 10_000), st.integers(1, 12))
+def test_all_rings_at_once_as_one_by_one(seed, jobs):
+    # rings_links (one vectorised pass over a decision) against ring_links (one ring), and the
+    # compiled reservation against reserving ring by ring in Python
+    from arsched.cluster.network import intra_cap, rings_links
+
+    rng = np.random.default_rng(seed)
+    c = Cluster(leafspine(leaves=3, spines=2, servers_per_leaf=3), gpus_per_server=4)
+    rings = []
+    for _ in range(jobs):
+        servers = rng.choice(c.num_servers, size=int(rng.integers(1, 5)), replace=False)  # any ring order
+        rings.append(tuple((int(s), int(rng.integers(1, 5))) for s in servers))
+    ptr, links, mult = rings_links(c, rings)
+    residual = c.capacity.astype(float).copy()
+    want = []
+    for j, ring in enumerate(rings):
+        one, hops = ring_links(c, ring)
+        assert np.array_equal(links[ptr[j] : ptr[j + 1]], one)
+        assert np.array_equal(mult[ptr[j] : ptr[j + 1]], hops)
+        r = min(float((residual[one] / hops).min()) if len(one) else np.inf, intra_cap(c, ring))
+        residual[one] = np.maximum(residual[one] - r * hops, 0.0)
+        want.append(r)
+    assert np.array_equal(ring_bandwidth(c, rings, "reserved"), want)

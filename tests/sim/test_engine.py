@@ -52,7 +52,7 @@ def test_batches_change_nothing_and_progress_reaches_the_end(monkeypatch):
     seen = []
     cp = compile_paths(s)
     engine.simulate_events(
-        cp, s.path_id, derive(s, fifo=True), s.topology.compiled.capacity, s.chunk_bytes, 5e-6,
+        cp, derive(s, fifo=True), s.topology.compiled.capacity, s.chunk_bytes, 5e-6,
         progress=lambda done, total: seen.append((done, total)),
     )  # fmt: skip
     assert len(seen) == -(-whole.notes["event_instants"] // 7)

@@ -23,13 +23,12 @@ THREE = [[0], [0, 1], [1]]  # A on link 0, B on links 0 and 1, C on link 1
 
 
 def hand_paths(flow_links: list[list[int]]) -> CompiledPaths:
-    """CompiledPaths built by hand: flow f uses links flow_links[f]."""
+    """CompiledPaths built by hand: flow f takes path f, over links flow_links[f]."""
     lens = [len(x) for x in flow_links]
     ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     links = np.array([lk for x in flow_links for lk in x], dtype=np.int64)
-    owner = np.repeat(np.arange(len(flow_links)), lens)
     zeros = np.zeros(len(flow_links))
-    return CompiledPaths(ptr, links, owner, zeros, zeros + 1.0)
+    return CompiledPaths(np.arange(len(flow_links)), ptr, links, zeros, zeros + 1.0)
 
 
 @pytest.mark.parametrize(("c1", "c2"), CAPS)

@@ -321,3 +321,26 @@ def test_spread_balances_all_to_all_on_a_fattree(k):
             on = (layer[c.link_src] == a) & (layer[c.link_dst] == b)
             assert loads[True][on].max() == loads[True][on].min(), (a, b)
     assert loads[False].max() > loads[True].max()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["leafspine:leaves=4,spines=3,servers_per_leaf=3", "fattree:k=4", "torus:dims=4x3",
+     "jellyfish:switches=12,ports=6,net_ports=3,seed=1", "bcube:n=3,k=1", "dcell:n=3,k=1"],
+)  # fmt: skip
+def test_ecmp_picks_are_the_listed_paths(spec):
+    from arsched.topology import parse_spec
+
+    t = parse_spec(spec)
+    c = t.compiled
+    sources = np.array([c.index[s] for s in t.servers])
+    for b in t.servers:
+        for pick in (0, 1, 5, 7919 * 3 + 2):
+            ptr, links = t.router.ecmp_picks(sources, c.index[b], sources * pick + 3, 16)
+            for i, a in enumerate(t.servers):
+                got = links[ptr[i] : ptr[i + 1]]
+                if a == b:
+                    assert len(got) == 0
+                    continue
+                paths = t.router.ecmp_paths(a, b, limit=16)
+                assert np.array_equal(got, c.path_links(paths[(sources[i] * pick + 3) % len(paths)]))

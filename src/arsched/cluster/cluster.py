@@ -7,7 +7,7 @@ bandwidth (NVLink/PCIe), which the topology does not model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ MAX_GPUS_PER_SERVER = 4096  # GPUs in one server; real ones hold 8 or 16
 DEFAULT_INTRA = 150e9  # bytes/s: an NVLink-class intra-server ring
 TIRESIAS_COLUMNS = ("num_switch", "num_node_p_switch", "num_gpu_p_node")
 CLUSTER_KEYS = ("gpus", "intra")
+ECMP_LIMIT = 16  # a hop's route is one of the first 16 fewest-hop paths, picked by a hash
 
 
 @dataclass
@@ -34,7 +35,6 @@ class Cluster:
     gpus_per_server: int = DEFAULT_GPUS
     intra_bandwidth: float = DEFAULT_INTRA
     name: str = ""
-    _paths: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.gpus_per_server <= MAX_GPUS_PER_SERVER:
@@ -60,6 +60,9 @@ class Cluster:
         out_cap = np.zeros(c.num_nodes)
         np.maximum.at(out_cap, c.link_src, c.capacity)
         self.nic = out_cap[self.node_index]  # fastest link out of each server
+        self._table: np.ndarray | None = None  # routes, filled target by target (see routes)
+        # network.ring_links's memo: placement -> (links, hops per link)
+        self.ring_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def num_servers(self) -> int:
@@ -75,14 +78,33 @@ class Cluster:
 
     def hop_links(self, a: int, b: int) -> np.ndarray:
         """Link indices of the route from server a to server b (cluster server indices)."""
-        key = (a, b)
-        links = self._paths.get(key)
-        if links is None:
-            src, dst = self.server_ids[a], self.server_ids[b]
-            options = self.topology.router.ecmp_paths(src, dst, limit=16)
-            path = options[(a * 7919 + b) % len(options)]
-            links = self._paths[key] = self.topology.compiled.path_links(path)
-        return links
+        if self._table is None or not self._filled[b]:
+            self.routes(np.array([b]))
+        return self._table[a, b, : self._lens[a, b]]
+
+    def routes(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The route table, (servers x servers x longest route) link indices (-1 past a route's
+        end) and route lengths, with every server's route to each of `targets` filled in (routes
+        to a target are found all at once, the first time one is asked for)."""
+        if self._table is None:
+            router = self.topology.router
+            router.prepare(self.server_ids)  # one batched BFS to every server
+            longest = int(router.hop_matrix(self.server_ids).max())
+            shape = (self.num_servers, self.num_servers)
+            self._table = np.full((*shape, longest), -1, dtype=np.int32)
+            self._lens = np.zeros(shape, dtype=np.int32)
+            self._filled = np.zeros(self.num_servers, dtype=bool)
+        for b in np.unique(targets[~self._filled[targets]]).tolist():
+            picks = np.arange(self.num_servers) * 7919 + b
+            ptr, links = self.topology.router.ecmp_picks(
+                self.node_index, int(self.node_index[b]), picks, ECMP_LIMIT
+            )
+            lens = np.diff(ptr)
+            src = np.repeat(np.arange(self.num_servers), lens)
+            self._table[src, b, np.arange(len(links)) - ptr[src]] = links
+            self._lens[:, b] = lens
+            self._filled[b] = True
+        return self._table, self._lens
 
     def describe(self) -> str:
         return (

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
 from arsched.cluster.cluster import Cluster
@@ -27,6 +28,8 @@ from arsched.sim.maxmin import maxmin_rates
 from arsched.sim.paths import CompiledPaths
 
 MODES = ("reserved", "shared", "ideal")
+RING_CACHE = 100_000  # placements whose links ring_links remembers (about 20 MB)
+NO_LINKS = np.zeros(0, dtype=np.int64)
 
 Placement = tuple[tuple[int, int], ...]
 
@@ -56,16 +59,42 @@ def hops(placement: Placement) -> list[tuple[int, int]]:
 
 
 def ring_links(cluster: Cluster, placement: Placement) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct links a ring crosses and how many of its hops cross each."""
+    """Distinct links a ring crosses and how many of its hops cross each (read-only arrays,
+    remembered per placement: schedulers keep proposing the same rings slot after slot)."""
+    got = cluster.ring_cache.get(placement)
+    if got is not None:
+        return got
     per_hop = [cluster.hop_links(a, b) for a, b in hops(placement)]
     if not per_hop:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return NO_LINKS, NO_LINKS
     links = np.sort(np.concatenate(per_hop))  # np.unique(..., return_counts=True), without its overhead
-    first = np.empty(len(links), dtype=bool)
-    first[0] = True
-    np.not_equal(links[1:], links[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    return links[starts], np.diff(starts, append=len(links))
+    first = np.empty(len(links) + 1, dtype=bool)
+    first[0] = first[-1] = True
+    np.not_equal(links[1:], links[:-1], out=first[1:-1])
+    bounds = np.flatnonzero(first)
+    if len(cluster.ring_cache) >= RING_CACHE:
+        cluster.ring_cache.clear()
+    got = cluster.ring_cache[placement] = links[bounds[:-1]], bounds[1:] - bounds[:-1]
+    return got
+
+
+def rings_links(cluster: Cluster, placements: Sequence[Placement]) -> tuple[np.ndarray, ...]:
+    """`ring_links` of every ring at once (vectorised, not remembered: for whole decisions, such
+    as the random ablation's rings, which are new every slot), as CSR arrays over the rings:
+    (ptr, links, hops per link)."""
+    lens = np.fromiter((len(p) for p in placements), dtype=np.int64, count=len(placements))
+    servers = np.fromiter((s for p in placements for s, _ in p), dtype=np.int64, count=int(lens.sum()))
+    first = np.repeat(np.cumsum(lens) - lens, lens)  # each entry's ring's first entry
+    following = servers[first + (np.arange(len(servers)) - first + 1) % np.repeat(lens, lens)]
+    spans = np.repeat(lens > 1, lens)  # a ring inside one server has no hops
+    a, b = servers[spans], following[spans]
+    table, hops_ab = cluster.routes(b)
+    count = hops_ab[a, b]
+    links = table[a, b][np.arange(table.shape[2])[None, :] < count[:, None]]
+    key = np.repeat(np.repeat(np.arange(len(placements)), lens)[spans], count) * cluster.num_links + links
+    key, mult = np.unique(key, return_counts=True)
+    ring, links = np.divmod(key, cluster.num_links)
+    return np.searchsorted(ring, np.arange(len(placements) + 1)), links, mult
 
 
 def intra_cap(cluster: Cluster, placement: Placement) -> float:
@@ -74,14 +103,26 @@ def intra_cap(cluster: Cluster, placement: Placement) -> float:
 
 
 def _reserved(cluster: Cluster, placements: Sequence[Placement]) -> np.ndarray:
-    residual = cluster.capacity.astype(float).copy()
-    out = np.empty(len(placements))
-    for j, p in enumerate(placements):
-        links, mult = ring_links(cluster, p)
-        r = float((residual[links] / mult).min()) if len(links) else np.inf
-        r = min(r, intra_cap(cluster, p))
-        if len(links):
-            residual[links] = np.maximum(residual[links] - r * mult, 0.0)
+    ptr, links, mult = rings_links(cluster, placements)
+    cap = np.array([intra_cap(cluster, p) for p in placements], dtype=float)
+    return _reserve_in_order(ptr, links, mult.astype(float), cluster.capacity.astype(float), cap)
+
+
+@numba.njit(cache=True)
+def _reserve_in_order(
+    ptr: np.ndarray, links: np.ndarray, mult: np.ndarray, capacity: np.ndarray, cap: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Ring by ring, the largest rate the residual capacity allows on every link it crosses
+    (at most `cap`), reserved before the next ring's."""
+    residual = capacity.copy()
+    out = np.empty(len(ptr) - 1)
+    for j in range(len(out)):
+        r = np.inf
+        for k in range(ptr[j], ptr[j + 1]):
+            r = min(r, residual[links[k]] / mult[k])
+        r = min(r, cap[j])
+        for k in range(ptr[j], ptr[j + 1]):
+            residual[links[k]] = max(residual[links[k]] - r * mult[k], 0.0)
         out[j] = r
     return out
 
@@ -98,9 +139,7 @@ def _shared(cluster: Cluster, placements: Sequence[Placement]) -> np.ndarray:
         lens = np.array([len(x) for x in per_hop])
         ptr = np.concatenate([[0], np.cumsum(lens)])
         links = np.concatenate(per_hop)
-        cp = CompiledPaths(
-            ptr, links, np.repeat(np.arange(len(lens)), lens), np.zeros(len(lens)), np.zeros(len(lens))
-        )
+        cp = CompiledPaths(np.arange(len(lens)), ptr, links, np.zeros(len(lens)), np.zeros(len(lens)))
         rates = maxmin_rates(np.arange(len(lens)), cp, cluster.capacity)
         np.minimum.at(out, np.array(owner), rates)
     return out

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from arsched.collective.schedule import Schedule
 from arsched.csr import gather
+from arsched.sim.grouping import dense, group_by, stable_order
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,61 @@ class Dependencies:
     dependents: np.ndarray
 
 
-def _keys(buf: np.ndarray, step: np.ndarray, steps: int) -> np.ndarray:
-    return buf * (steps + 1) + step
+# fmt: off
+@numba.njit(cache=True)
+def _waits(
+    src_buf, dst_buf, step, w_of, r_of, wkey, rkey, span, below_read, reads_at, first_read,
+    conn, c_of, ckey, conn_base, barrier_base, n_groups,
+):  # pragma: no cover - compiled
+    # fmt: on
+    """Every transfer's waits, counted and then written as each group's dependents: by kind (the
+    writer of the source buffer, of the destination buffer, the destination's readers since,
+    the connection's previous step, the barrier), each kind in transfer order."""
+    t_count = len(step)
+    n_w = len(wkey)
+    wait_count = np.zeros(t_count, dtype=np.int64)
+    dep_ptr = np.zeros(n_groups + 1, dtype=np.int64)
+    dependents = np.zeros(0, dtype=np.int64)
+    pos = np.zeros(0, dtype=np.int64)
+    for phase in range(2):
+        if phase == 1:
+            for g in range(n_groups):
+                dep_ptr[g + 1] += dep_ptr[g]
+            dependents = np.empty(dep_ptr[n_groups], dtype=np.int64)
+            pos = dep_ptr[:-1].copy()
+        for kind in range(5):
+            if (kind == 3 and len(c_of) == 0) or (kind == 4 and barrier_base < 0):
+                continue
+            for t in range(t_count):
+                lo, hi = 0, 0  # groups [lo, hi) of this kind that t waits for
+                if kind == 0:  # the latest earlier writer of its source buffer
+                    q = below_read[r_of[t]]
+                    if q >= 0 and wkey[q] // span == src_buf[t]:
+                        lo, hi = q, q + 1
+                elif kind == 1:  # ... of its destination buffer
+                    q = w_of[t] - 1
+                    if q >= 0 and wkey[q] // span == dst_buf[t]:
+                        lo, hi = q, q + 1
+                elif kind == 2:  # the destination's readers in steps [last write, this step)
+                    w = w_of[t]
+                    q = w - 1
+                    lo = reads_at[q] if q >= 0 and wkey[q] // span == dst_buf[t] else first_read[w]
+                    hi = reads_at[w]
+                    lo, hi = n_w + lo, n_w + hi
+                elif kind == 3:  # the connection's previous step
+                    q = c_of[t] - 1
+                    if q >= 0 and ckey[q] // span == conn[t]:
+                        lo, hi = conn_base + q, conn_base + q + 1
+                elif step[t] > 0:  # the barrier after the previous step
+                    lo, hi = barrier_base + step[t] - 1, barrier_base + step[t]
+                for g in range(lo, hi):
+                    if phase == 0:
+                        dep_ptr[g + 1] += 1
+                        wait_count[t] += 1
+                    else:
+                        dependents[pos[g]] = t
+                        pos[g] += 1
+    return wait_count, dep_ptr, dependents
 
 
 def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) -> Dependencies:
@@ -41,72 +96,53 @@ def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) ->
     channel: a transfer also waits for the connection's transfers of its previous step."""
     s = schedule
     t_count = len(s)
+    num_nodes = s.topology.compiled.num_nodes
     rank_of = s.rank_of_node
-    src_buf = rank_of[s.src] * s.num_chunks + s.chunk
-    dst_buf = rank_of[s.dst] * s.num_chunks + s.chunk
-    _, step = np.unique(s.step, return_inverse=True)  # dense step numbers 0..S-1
-    step = step.ravel()
-    n_steps = int(step.max()) + 1 if t_count else 0
-    wkey = _keys(dst_buf, step, n_steps)
-    rkey = _keys(src_buf, step, n_steps)
-    wgroups, w_of = np.unique(wkey, return_inverse=True)  # write groups, sorted by (buf, step)
-    rgroups, r_of = np.unique(rkey, return_inverse=True)
-    w_of, r_of = w_of.ravel(), r_of.ravel()
-    n_w = len(wgroups)
-    member_of = np.stack([w_of, n_w + r_of], axis=1)
-    waits_t: list[np.ndarray] = []
-    waits_g: list[np.ndarray] = []
-    arange = np.arange(t_count)
-    # Keys are looked up among the sorted groups through the groups' own sorted keys (each key
-    # is its group's: wkey = wgroups[w_of], rkey = rgroups[r_of]), never one transfer at a time
-    span = n_steps + 1
-    # latest writers of a buffer before this step: the write group just below key(buf, step),
-    # if it is of the same buffer
-    below = {"src": (np.searchsorted(wgroups, rgroups) - 1)[r_of], "dst": w_of - 1}
-    found = {}
-    for side, buf in (("src", src_buf), ("dst", dst_buf)):
-        q = below[side]
-        ok = q >= 0
-        ok[ok] = wgroups[q[ok]] // span == buf[ok]
-        waits_t.append(arange[ok])
-        waits_g.append(q[ok])
-        found[side] = ok
-    # readers of the destination buffer in steps [last write, this step)
-    reads_at = np.searchsorted(rgroups, wgroups)  # the first read group at or after each write group
-    first_read = np.searchsorted(rgroups, wgroups // span * span)  # ... at or after the buffer's step 0
-    lo = np.where(found["dst"], reads_at[np.maximum(below["dst"], 0)], first_read[w_of])
-    hi = reads_at[w_of]
-    count = np.maximum(hi - lo, 0)
-    rep = np.repeat(arange, count)
-    offs = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    waits_t.append(rep)
-    waits_g.append(n_w + lo[rep] + offs)
-    n_groups = n_w + len(rgroups)
+    src_rank, dst_rank = rank_of[s.src].astype(np.int64), rank_of[s.dst].astype(np.int64)
+    chunk = s.chunk.astype(np.int64)
+    src_buf = src_rank * s.num_chunks + chunk
+    dst_buf = dst_rank * s.num_chunks + chunk
+    step, n_steps = dense(s.step)  # dense step numbers 0..S-1
+    span = n_steps + 1  # a group's key: buffer (or connection) * span + step, as it sorts
+    by_step = (step, n_steps)
+    by_chunk = (chunk, s.num_chunks)
+    # write groups (destination buffer, step) and read groups (source buffer, step), each
+    # numbered in sorted key order
+    w_of, w_first = group_by(
+        dst_buf, step, stable_order([by_step, by_chunk, (dst_rank, s.num_ranks)], t_count)
+    )
+    r_of, r_first = group_by(
+        src_buf, step, stable_order([by_step, by_chunk, (src_rank, s.num_ranks)], t_count)
+    )
+    wkey = dst_buf[w_first] * span + step[w_first]
+    rkey = src_buf[r_first] * span + step[r_first]
+    n_w, n_r = len(wkey), len(rkey)
+    member = [w_of, n_w + r_of]
+    n_groups = n_w + n_r
+    conn = c_of = ckey = np.zeros(0, dtype=np.int64)
     if fifo and t_count:
-        conn = s.src.astype(np.int64) * s.topology.compiled.num_nodes + s.dst
-        cgroups, c_of = np.unique(_keys(conn, step, n_steps), return_inverse=True)
-        c_of = c_of.ravel()
-        member_of = np.concatenate([member_of, (n_groups + c_of)[:, None]], axis=1)
-        q = c_of - 1  # the group just below: the same connection's previous step, if it is that
-        ok = q >= 0
-        ok[ok] = cgroups[q[ok]] // span == conn[ok]
-        waits_t.append(arange[ok])
-        waits_g.append(n_groups + q[ok])
-        n_groups += len(cgroups)
-    if synchronous and n_steps > 1:
-        # barrier: every transfer of step k waits for a group holding all of step k-1
-        member_of = np.concatenate([member_of, (n_groups + step)[:, None]], axis=1)
-        later = step > 0
-        waits_t.append(arange[later])
-        waits_g.append(n_groups + step[later] - 1)
+        src_node, dst_node = s.src.astype(np.int64), s.dst.astype(np.int64)
+        conn = src_node * num_nodes + dst_node
+        order = stable_order([by_step, (dst_node, num_nodes), (src_node, num_nodes)], t_count)
+        c_of, c_first = group_by(conn, step, order)
+        ckey = conn[c_first] * span + step[c_first]
+        member.append(n_groups + c_of)
+        n_groups += len(ckey)
+    barrier_base = -1
+    if synchronous and n_steps > 1:  # every transfer of step k waits for a group of all of step k-1
+        barrier_base = n_groups
+        member.append(n_groups + step)
         n_groups += n_steps
-    wt = np.concatenate(waits_t)
-    wg = np.concatenate(waits_g)
+    member_of = np.stack(member, axis=1) if t_count else np.zeros((0, len(member)), dtype=np.int64)
+    wait_count, dep_ptr, dependents = _waits(
+        src_buf, dst_buf, step, w_of, r_of, wkey, rkey, span,
+        np.searchsorted(wkey, rkey) - 1,  # each read group's latest earlier write group (if of its buffer)
+        np.searchsorted(rkey, wkey),  # the first read group at or after each write group
+        np.searchsorted(rkey, wkey // span * span),  # ... at or after its buffer's step 0
+        conn, c_of, ckey, n_w + n_r, barrier_base, n_groups,
+    )  # fmt: skip
     size = np.bincount(member_of.ravel(), minlength=n_groups)
-    wait_count = np.bincount(wt, minlength=t_count)
-    order = np.argsort(wg, kind="stable")
-    dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(wg, minlength=n_groups))])
-    return Dependencies(member_of, size, wait_count, dep_ptr, wt[order])
+    return Dependencies(member_of, size, wait_count, dep_ptr, dependents)
 
 
 class Readiness:

@@ -417,20 +417,15 @@ class _Paths:
     chunk: np.ndarray
 
     @classmethod
-    def of_transfers(cls, cp: CompiledPaths, path_id: np.ndarray, chunk: np.ndarray) -> _Paths:
-        num = int(path_id.max()) + 1 if len(path_id) else 0
+    def of_transfers(cls, cp: CompiledPaths, chunk: np.ndarray) -> _Paths:
+        num = len(cp.path_ptr) - 1
         first = np.full(num, -1, dtype=np.int64)
-        first[path_id[::-1]] = np.arange(len(path_id))[::-1]  # each path's first transfer
+        first[cp.path_id[::-1]] = np.arange(len(cp.path_id))[::-1]  # each path's first transfer
         used = first >= 0
-        lens = np.zeros(num, dtype=np.int64)
-        lens[used] = cp.ptr[first[used] + 1] - cp.ptr[first[used]]
-        idx, _ = gather(cp.ptr, first[used])
-        bottleneck, latency, size = np.full(num, np.inf), np.zeros(num), np.ones(num)
-        bottleneck[used], latency[used] = cp.bottleneck[first[used]], cp.latency[first[used]]
+        size = np.ones(num)
         size[used] = chunk[first[used]]
-        ptr = np.concatenate([[0], np.cumsum(lens)])
-        owner = np.repeat(np.arange(num), lens)
-        return cls(path_id.astype(np.int64), ptr, cp.links[idx], owner, bottleneck, latency, size)
+        owner = np.repeat(np.arange(num), np.diff(cp.path_ptr))
+        return cls(cp.path_id, cp.path_ptr, cp.path_links, owner, cp.path_bottleneck, cp.path_latency, size)
 
 
 def _start(
@@ -493,7 +488,6 @@ def _start(
 
 def simulate_events(
     cp: CompiledPaths,
-    path_id: np.ndarray,
     deps: Dependencies,
     capacity: np.ndarray,
     chunk_bytes: float | np.ndarray,
@@ -504,8 +498,8 @@ def simulate_events(
     release: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The exact event simulation: (send start, done, number of event instants) per transfer;
-    `path_id` gives each transfer's path (the transfers of one path cross the same links and
-    carry the same `chunk_bytes`, one number or one per transfer); a transfer that waits for
+    the transfers of one path (`cp.path_id`) cross the same links and carry the same
+    `chunk_bytes`, one number or one per transfer; a transfer that waits for
     nothing starts at its `release` time (default 0) plus α.
 
     With a `trace` list, every instant where a flow started or stopped appends (time, links,
@@ -513,8 +507,8 @@ def simulate_events(
     Past `deadline` (a `time.monotonic()` value) it stops with `OutOfTime`; `progress(done,
     total)` is called after every batch of `BATCH` instants and at the end, with the transfers
     done so far."""
-    n = len(path_id)
-    paths = _Paths.of_transfers(cp, path_id, np.broadcast_to(np.asarray(chunk_bytes, dtype=float), (n,)))
+    n = len(cp.path_id)
+    paths = _Paths.of_transfers(cp, np.broadcast_to(np.asarray(chunk_bytes, dtype=float), (n,)))
     release = np.zeros(n) if release is None else release
     a = _start(paths, deps, len(capacity), alpha, release, trace is not None)
     while True:

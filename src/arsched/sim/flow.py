@@ -6,9 +6,10 @@ every other flow on each of its links, recomputed whenever the set of sending fl
 and is done one path latency after its last byte left. Optionally a barrier separates steps.
 
 Two exact methods:
-- **contention-free sweep**: assume every flow gets its path's bottleneck bandwidth alone and
-  propagate times through the dependency graph step by step (vectorised); then check, link by
-  link, that no two sending intervals overlap. If none does, this *is* the max-min answer.
+- **contention-free sweep** (`sweep`): assume every flow gets its path's bottleneck bandwidth
+  alone and propagate times through the dependencies in one compiled pass over the steps; then
+  check, link by link, that no two sending intervals overlap. If none does, this *is* the
+  max-min answer, and the dependency groups are never built.
 - **event simulation** otherwise (`engine`, compiled): events are starts, ends of sending and
   completions; all events at the same instant are handled together, and the max-min rates of
   the flows connected to what changed are refilled.
@@ -21,51 +22,13 @@ from collections.abc import Callable
 import numpy as np
 
 from arsched.collective.schedule import Schedule
-from arsched.csr import gather
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
-from arsched.sim.deps import Dependencies, derive
-from arsched.sim.engine import REL, simulate_events
-from arsched.sim.paths import CompiledPaths, compile_paths, step_groups
+from arsched.sim.deps import derive
+from arsched.sim.engine import simulate_events
+from arsched.sim.paths import CompiledPaths, compile_paths
 from arsched.sim.result import SimResult, check_alpha, link_bytes, schedule_bound
-
-
-def _sweep(
-    schedule: Schedule, deps: Dependencies, cp: CompiledPaths, alpha: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Ready and done times if every flow had its path to itself (longest paths in the DAG)."""
-    n = len(schedule)
-    _, groups = step_groups(schedule)
-    # waits of every transfer as CSR by transfer
-    owner = np.repeat(np.arange(len(deps.size)), np.diff(deps.dep_ptr))
-    by_t = np.argsort(deps.dependents, kind="stable")
-    wait_groups = owner[by_t]
-    wait_ptr = np.concatenate([[0], np.cumsum(deps.wait_count)])
-    group_done = np.zeros(len(deps.size))
-    ready = np.zeros(n)
-    done = np.zeros(n)
-    duration = alpha + schedule.chunk_bytes / cp.bottleneck + cp.latency
-    for rows in groups:
-        r = rows[wait_ptr[rows + 1] > wait_ptr[rows]]
-        if len(r):
-            idx, lens = gather(wait_ptr, r)
-            starts = np.cumsum(lens) - lens
-            ready[r] = np.maximum.reduceat(group_done[wait_groups[idx]], starts)
-        done[rows] = ready[rows] + duration[rows]
-        members = deps.member_of[rows]
-        np.maximum.at(group_done, members.ravel(), np.repeat(done[rows], members.shape[1]))
-    return ready, done
-
-
-def _contended(cp: CompiledPaths, start: np.ndarray, stop: np.ndarray) -> bool:
-    """True if two sending intervals overlap on some link."""
-    if len(cp.links) < 2:
-        return False
-    s, e = start[cp.owner], stop[cp.owner]
-    order = np.lexsort((s, cp.links))
-    same = cp.links[order][1:] == cp.links[order][:-1]
-    tol = REL * max(float(stop.max()), 1e-300)
-    return bool((same & (s[order][1:] < e[order][:-1] - tol)).any())
+from arsched.sim.sweep import contended, sweep_times
 
 
 def simulate_flow(
@@ -98,41 +61,39 @@ def simulate_flow(
     if method not in ("auto", "events"):
         raise ArschedError(f"unknown flow method {method!r} (expected 'auto' or 'events')")
     cp = compile_paths(s)
-    deps = derive(s, synchronous=synchronous, fifo=fifo)
     bound = schedule_bound(s, alpha)
     if len(s) == 0:
-        return SimResult(
-            "flow", s, 0.0, np.zeros(0), np.zeros(0), link_bytes(s, cp.links), bound, None, alpha
-        )
+        return SimResult("flow", s, 0.0, np.zeros(0), np.zeros(0), link_bytes(s, cp), bound, None, alpha)
     log: list | None = [] if trace else None
     until = np.inf if deadline is None else deadline
-    start, done, notes = flow_times(s, cp, deps, alpha, method == "events", log, until, progress)
+    start, done, notes = flow_times(s, cp, alpha, fifo, synchronous, method == "events", log, until, progress)
     return SimResult(
-        "flow", s, float(done.max()), start, done, link_bytes(s, cp.links), bound, None, alpha, notes, log
+        "flow", s, float(done.max()), start, done, link_bytes(s, cp), bound, None, alpha, notes, log
     )
 
 
 def flow_times(
     schedule: Schedule,
     cp: CompiledPaths,
-    deps: Dependencies,
     alpha: float,
+    fifo: bool = True,
+    synchronous: bool = False,
     events: bool = False,
     trace: list | None = None,
     deadline: float = np.inf,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Each transfer's start (when it became ready) and done time, and notes on the method, from
-    the schedule's compiled paths and dependencies: the sweep when it is exact (and `events` is
-    off), else the event simulation (with `trace`, `deadline` and `progress` as in
+    the schedule's compiled paths: the sweep when it is exact (and `events` is off), else the
+    event simulation (with `fifo`, `synchronous`, `trace`, `deadline` and `progress` as in
     `simulate_flow`); the schedule has at least one transfer."""
     s = schedule
-    ready, done = _sweep(s, deps, cp, alpha)
+    ready, done = sweep_times(s, cp, alpha, fifo, synchronous)
     send = ready + alpha
-    if not events and not _contended(cp, send, send + s.chunk_bytes / cp.bottleneck):
+    if not events and not contended(cp, send, send + s.chunk_bytes / cp.path_bottleneck[cp.path_id]):
         return ready, done, {"method": "sweep"}
+    del ready, done, send
+    deps = derive(s, synchronous=synchronous, fifo=fifo)
     cap = s.topology.compiled.capacity
-    send, done, instants = simulate_events(
-        cp, s.path_id, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress
-    )
+    send, done, instants = simulate_events(cp, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress)
     return send - alpha, done, {"method": "events", "event_instants": instants}

@@ -92,17 +92,14 @@ def simulate_jobs(
     topology = schedules[0].topology
     jobs = [_on(topology, s, i) for i, s in enumerate(schedules)]
     cps = [compile_paths(s) for s in jobs]
-    each = [derive(s, synchronous=synchronous, fifo=fifo) for s in jobs]
-    alone = [_alone(s, cp, d, alpha) for s, cp, d in zip(jobs, cps, each, strict=True)]
-    deps = _joined_deps(each)
+    alone = [_alone(s, cp, alpha, fifo, synchronous) for s, cp in zip(jobs, cps, strict=True)]
+    deps = _joined_deps([derive(s, synchronous=synchronous, fifo=fifo) for s in jobs])
     sizes = [len(s) for s in jobs]
-    offsets = np.concatenate([[0], np.cumsum([len(s.paths) for s in jobs])[:-1]])
-    path_id = np.concatenate([s.path_id.astype(np.int64) + o for s, o in zip(jobs, offsets, strict=True)])
     chunk = np.repeat([s.chunk_bytes for s in jobs], sizes)
     release = np.repeat(starts, sizes)
     cap = topology.compiled.capacity
     _, done, instants = simulate_events(
-        _joined_paths(cps), path_id, deps, cap, chunk, alpha, progress=progress, release=release
+        _joined_paths(cps), deps, cap, chunk, alpha, progress=progress, release=release
     )
     ends = np.cumsum(sizes)
     results = []
@@ -113,9 +110,9 @@ def simulate_jobs(
     return JobsResult(tuple(results), makespan, instants, alpha)
 
 
-def _alone(schedule: Schedule, cp: CompiledPaths, deps: Dependencies, alpha: float) -> float:
+def _alone(schedule: Schedule, cp: CompiledPaths, alpha: float, fifo: bool, synchronous: bool) -> float:
     """The job's time with the network to itself."""
-    return float(flow_times(schedule, cp, deps, alpha)[1].max()) if len(schedule) else 0.0
+    return float(flow_times(schedule, cp, alpha, fifo, synchronous)[1].max()) if len(schedule) else 0.0
 
 
 def _on(topology: Topology, schedule: Schedule, i: int) -> Schedule:
@@ -133,16 +130,16 @@ def _on(topology: Topology, schedule: Schedule, i: int) -> Schedule:
 
 
 def _joined_paths(cps: list[CompiledPaths]) -> CompiledPaths:
-    """The transfers' paths of several jobs, one after another."""
-    entries = np.cumsum([0] + [len(c.links) for c in cps])
-    transfers = np.cumsum([0] + [len(c.latency) for c in cps])
-    ptr = np.concatenate([c.ptr[:-1] + e for c, e in zip(cps, entries, strict=False)] + [[entries[-1]]])
+    """The path tables of several jobs, one after another, and their transfers' paths."""
+    paths = np.cumsum([0] + [len(c.path_ptr) - 1 for c in cps])
+    entries = np.cumsum([0] + [len(c.path_links) for c in cps])
+    ptr = [c.path_ptr[:-1] + e for c, e in zip(cps, entries, strict=False)] + [[entries[-1]]]
     return CompiledPaths(
-        ptr.astype(np.int64),
-        np.concatenate([c.links for c in cps]),
-        np.concatenate([c.owner + t for c, t in zip(cps, transfers, strict=False)]),
-        np.concatenate([c.latency for c in cps]),
-        np.concatenate([c.bottleneck for c in cps]),
+        np.concatenate([c.path_id + p for c, p in zip(cps, paths, strict=False)]),
+        np.concatenate(ptr).astype(np.int64),
+        np.concatenate([c.path_links for c in cps]),
+        np.concatenate([c.path_latency for c in cps]),
+        np.concatenate([c.path_bottleneck for c in cps]),
     )
 
 

@@ -15,8 +15,8 @@ from arsched.sim.paths import CompiledPaths
 
 def incidence(flows: np.ndarray, cp: CompiledPaths) -> tuple[np.ndarray, np.ndarray]:
     """(flow position, link) for every link of every flow in `flows`."""
-    idx, lens = gather(cp.ptr, flows)
-    return np.repeat(np.arange(len(flows)), lens), cp.links[idx]
+    idx, lens = gather(cp.path_ptr, cp.path_id[flows])
+    return np.repeat(np.arange(len(flows)), lens), cp.path_links[idx]
 
 
 def maxmin_rates(flows: np.ndarray, cp: CompiledPaths, capacity: np.ndarray) -> np.ndarray:

@@ -1,33 +1,63 @@
 """Schedules compiled for simulation: per-transfer link lists, path latency and bottleneck.
 
 Paths are compiled once per distinct path of the schedule (a ring over 1,024 ranks has two
-million transfers but about a thousand paths) and expanded to transfers with numpy.
+million transfers but about a thousand paths) and expanded to transfers only where asked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from arsched.collective.schedule import Schedule
+from arsched.csr import gather
 from arsched.errors import ArschedError
 
 
 @dataclass(frozen=True)
 class CompiledPaths:
-    """Transfer t uses links `links[ptr[t]:ptr[t+1]]`; `latency[t]` is its path latency (s)
-    and `bottleneck[t]` the smallest link bandwidth on its path (bytes/s)."""
+    """Path p of the schedule's path table crosses links `path_links[path_ptr[p]:path_ptr[p+1]]`,
+    in `path_latency[p]` seconds with the smallest bandwidth `path_bottleneck[p]` (bytes/s);
+    transfer t takes path `path_id[t]`. The per-transfer views (`ptr`, `links`, `owner`,
+    `latency`, `bottleneck`) are expanded on first use: the flow model never needs them, and
+    on a 4,096-rank ring they would hold 200 million entries."""
 
-    ptr: np.ndarray
-    links: np.ndarray
-    owner: np.ndarray  # transfer index of every entry of `links`
-    latency: np.ndarray
-    bottleneck: np.ndarray
+    path_id: np.ndarray
+    path_ptr: np.ndarray
+    path_links: np.ndarray
+    path_latency: np.ndarray
+    path_bottleneck: np.ndarray
+
+    @cached_property
+    def ptr(self) -> np.ndarray:
+        """Transfer t uses links `links[ptr[t]:ptr[t+1]]`."""
+        return np.concatenate([[0], np.cumsum(np.diff(self.path_ptr)[self.path_id])]).astype(np.int64)
+
+    @cached_property
+    def links(self) -> np.ndarray:
+        """The links of every transfer, one after another."""
+        return self.path_links[gather(self.path_ptr, self.path_id)[0]]
+
+    @cached_property
+    def owner(self) -> np.ndarray:
+        """The transfer of every entry of `links`."""
+        return np.repeat(np.arange(len(self.path_id)), np.diff(self.path_ptr)[self.path_id])
+
+    @cached_property
+    def latency(self) -> np.ndarray:
+        """Every transfer's path latency (s)."""
+        return self.path_latency[self.path_id]
+
+    @cached_property
+    def bottleneck(self) -> np.ndarray:
+        """Every transfer's path bottleneck (bytes/s)."""
+        return self.path_bottleneck[self.path_id]
 
 
 def compile_paths(schedule: Schedule) -> CompiledPaths:
-    """Link indices, latency and bottleneck of every transfer's path."""
+    """Link indices, latency and bottleneck of every path of the schedule's path table."""
     c = schedule.topology.compiled
     per_path = [c.path_links(p) for p in schedule.paths]
     for p, links in zip(schedule.paths, per_path, strict=True):
@@ -37,17 +67,11 @@ def compile_paths(schedule: Schedule) -> CompiledPaths:
                 "validate the schedule first"
             )
     lengths = np.array([len(x) for x in per_path], dtype=np.int64)
-    flat = np.concatenate(per_path) if per_path else np.zeros(0, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else lengths
+    flat = np.concatenate(per_path).astype(np.int64) if per_path else np.zeros(0, dtype=np.int64)
     path_lat = np.array([c.latency[x].sum() for x in per_path]) if per_path else np.zeros(0)
     path_bn = np.array([c.capacity[x].min() for x in per_path]) if per_path else np.zeros(0)
-    pid = schedule.path_id
-    n_links = lengths[pid]
-    ptr = np.concatenate([[0], np.cumsum(n_links)])
-    owner = np.repeat(np.arange(len(pid)), n_links)
-    offset = np.arange(ptr[-1]) - ptr[owner]
-    links = flat[starts[pid][owner] + offset] if len(owner) else np.zeros(0, dtype=np.int64)
-    return CompiledPaths(ptr, links, owner, path_lat[pid], path_bn[pid])
+    ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return CompiledPaths(schedule.path_id.astype(np.int64), ptr, flat, path_lat, path_bn)
 
 
 def step_groups(schedule: Schedule) -> tuple[np.ndarray, list[np.ndarray]]:

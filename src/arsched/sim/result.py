@@ -11,6 +11,7 @@ import numpy as np
 from arsched.collective.schedule import Schedule
 from arsched.collective_bounds import collective_bound
 from arsched.errors import ArschedError
+from arsched.sim.paths import CompiledPaths
 
 
 @dataclass
@@ -106,7 +107,10 @@ def schedule_bound(schedule: Schedule, alpha: float, port_model: bool = False) -
     return collective_bound(s.topology, s.ranks, s.nbytes, s.collective, s.root, alpha, port_model)
 
 
-def link_bytes(schedule: Schedule, links: np.ndarray) -> np.ndarray:
+def link_bytes(schedule: Schedule, cp: CompiledPaths) -> np.ndarray:
     """Bytes carried by every directed link (each transfer moves one chunk over its path)."""
+    num_paths = len(cp.path_ptr) - 1
+    per_path = np.bincount(cp.path_id, minlength=num_paths).astype(np.float64)
+    owner = np.repeat(np.arange(num_paths), np.diff(cp.path_ptr))
     num = schedule.topology.compiled.num_links
-    return np.bincount(links, minlength=num).astype(np.float64) * schedule.chunk_bytes
+    return np.bincount(cp.path_links, weights=per_path[owner], minlength=num) * schedule.chunk_bytes

@@ -64,7 +64,7 @@ def simulate_rounds(schedule: Schedule, alpha: float = 0.0) -> SimResult:
     n = len(s)
     if n == 0:
         bound = schedule_bound(s, alpha, port_model=True)
-        return SimResult("rounds", s, 0.0, np.zeros(0), np.zeros(0), link_bytes(s, cp.links), bound, 0, alpha)
+        return SimResult("rounds", s, 0.0, np.zeros(0), np.zeros(0), link_bytes(s, cp), bound, 0, alpha)
     width = int(rnd.max()) + 1
     slot, inverse = np.unique(step * width + rnd, return_inverse=True)  # (step, round) in order
     inverse = inverse.ravel()
@@ -78,7 +78,7 @@ def simulate_rounds(schedule: Schedule, alpha: float = 0.0) -> SimResult:
     end = start + chunk / cp.bottleneck + cp.latency + alpha
     total = float(duration.sum())
     bound = schedule_bound(s, alpha, port_model=True)
-    return SimResult("rounds", s, total, start, end, link_bytes(s, cp.links), bound, len(slot), alpha)
+    return SimResult("rounds", s, total, start, end, link_bytes(s, cp), bound, len(slot), alpha)
 
 
 class RoundEngine:

@@ -38,6 +38,7 @@ class Routable(Protocol):
 
 
 UNREACHABLE = np.iinfo(np.int32).max
+PATH_COUNT_CAP = 1 << 40  # path counts past this are kept at it (ECMP picks among a few)
 
 
 class Router:
@@ -51,6 +52,7 @@ class Router:
         self._dist: dict[int, np.ndarray] = {}
         self._next: dict[int, np.ndarray] = {}
         self._paths: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._counts: dict[int, np.ndarray] = {}
 
     # ---- distances -----------------------------------------------------------------------
     def _index(self, node: str) -> int:
@@ -231,6 +233,57 @@ class Router:
                 yield from extend([*prefix, v])
 
         return list(itertools.islice(extend([s]), limit))
+
+    def ecmp_picks(
+        self, sources: np.ndarray, dst: int, picks: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each source's path number pick mod n of `ecmp_paths(source, dst, limit)` (node indices;
+        n the number of paths it lists) as CSR link indices (ptr, links); a source equal to dst
+        gets no links. Found for all sources at once by counting the fewest-hop paths below each
+        node instead of listing them: at each node the k-th path goes to the first neighbour
+        (lowest index first) whose count exceeds k, less the counts passed."""
+        c = self._c
+        dist = self._dist_to(dst)
+        sources = np.asarray(sources, dtype=np.int64)
+        hops = dist[sources].astype(np.int64)
+        if (hops == UNREACHABLE).any():
+            bad = c.node_ids[sources[hops == UNREACHABLE][0]]
+            raise TopologyError(f"no path from {bad} to {c.node_ids[dst]} in {self.topology.name}")
+        count = self._path_counts(dst)
+        k = np.asarray(picks, dtype=np.int64) % np.maximum(np.minimum(count[sources], limit), 1)
+        order, out_ptr = self._out_links
+        ptr = np.concatenate([[0], np.cumsum(hops)])
+        links = np.empty(ptr[-1], dtype=np.int64)
+        cur = sources.copy()
+        for step in range(int(hops.max(initial=0))):
+            on = np.flatnonzero(hops > step)
+            at, row = np.unique(cur[on], return_inverse=True)  # each node's table once
+            lo, hi = out_ptr[at], out_ptr[at + 1]
+            slot = lo[:, None] + np.arange(int((hi - lo).max()))[None, :]
+            link = order[np.minimum(slot, len(order) - 1)]
+            down = (slot < hi[:, None]) & (dist[c.link_dst[link]] == dist[at][:, None] - 1)
+            paths = np.where(down, count[c.link_dst[link]], 0)
+            passed = np.cumsum(paths, axis=1)
+            col = np.argmax(passed[row] > k[on][:, None], axis=1)
+            k[on] -= passed[row, col] - paths[row, col]
+            links[ptr[on] + step] = link[row, col]
+            cur[on] = c.link_dst[link[row, col]]
+        return ptr, links
+
+    def _path_counts(self, t: int) -> np.ndarray:
+        """Fewest-hop paths from every node to t (capped at PATH_COUNT_CAP), level by level."""
+        if t not in self._counts:
+            c, dist = self._c, self._dist_to(t)
+            count = np.zeros(c.num_nodes, dtype=np.int64)
+            count[t] = 1
+            src, dst = c.link_src, c.link_dst
+            down = (dist[src] != UNREACHABLE) & (dist[dst] == dist[src] - 1)
+            for d in range(1, int(dist[dist != UNREACHABLE].max(initial=0)) + 1):
+                on = down & (dist[src] == d)
+                np.add.at(count, src[on], count[dst[on]])
+                count[dist == d] = np.minimum(count[dist == d], PATH_COUNT_CAP)
+            self._counts[t] = count
+        return self._counts[t]
 
     def k_shortest_paths(self, src: str, dst: str, k: int) -> list[tuple[str, ...]]:
         """The k shortest simple paths by hop count (networkx's Yen-style generator)."""

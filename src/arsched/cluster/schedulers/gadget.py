@@ -47,13 +47,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from arsched.cluster.network import Placement, intra_cap, ring_links, throughput
+from arsched.cluster.network import NO_LINKS, Placement, intra_cap, ring_links, throughput
 from arsched.cluster.placement import FreeGPUs, one_server, random_rings, spread, take
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
 BLANK = -1e30  # value of a paused job for the completion-time allocator
 MIN_GAIN = 1e-12  # a move must gain more than this per GPU (crumbs of bandwidth gain ~0)
-NO_LINKS = np.zeros(0, dtype=np.int64)
 STARVE_FACTOR = 10.0  # JCT past 10 D: the sigmoid utility is below e^-8, the job's value is spent
 STARVE_SLOTS = 3  # ... but never fewer slots than this
 
