@@ -299,7 +299,7 @@ def ilp(quick: bool = False) -> None:
                 rows.append([
                     where.split(":")[0], objective, what, len(r), unproven[leafspine, objective, free],
                     f"{r.mean():.3f} ± {r.std():.3f}", f"{r.min():.3f}", f"{np.percentile(r, 10):.3f}",
-                    f"{(r >= 0.9999).mean():.2f}", f"{np.median(t):.2f} / {max(t):.1f}",
+                    f"{(r >= 0.9999).mean():.2f}", f"{np.median(t):.2f} / {max(t):.2f}",
                 ])  # fmt: skip
     gadget = markdown(
         ["cluster", "objective", "sizes", "instances", "hit time limit", "GADGET / optimum, mean ± std",
