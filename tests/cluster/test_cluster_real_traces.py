@@ -117,3 +117,23 @@ def test_a_trace_with_no_completed_job_says_so(tmp_path):
         ArschedError, match=r"has no usable job \(0 bad rows skipped, 1 jobs that did not complete"
     ):
         load_trace(str(f))
+
+
+def test_gpu_speeds_from_the_cli(tmp_path, capsys):
+    from arsched.cluster.gpus import parse_gpu_speeds
+
+    speeds = parse_gpu_speeds("t4=0.6, A100=2")
+    assert speeds["T4"] == 0.6 and speeds["A100"] == 2.0 and speeds["P100"] == GPU_SPEED["P100"]
+    f = tmp_path / "pai_task_table.csv"
+    f.write_text("j,worker,1.0,Terminated,1.0,101.0,600.0,29.3,100.0,A100\n")
+    assert load_trace(str(f), speeds=speeds)[0].duration[0] == pytest.approx(200.0)
+    works = []
+    for extra in ((), ("--gpu-speed", "T4=1")):
+        code, out, _ = run(capsys, "cluster", "run", "--trace", str(PAI), "--json", *extra)
+        assert code == 0
+        works.append(json.loads(out)["avg_jct_s"])
+    assert works[1] > works[0]  # T4 jobs now need their whole recorded time on the simulated GPU
+    for bad in ("T4", "T4=0", "T4=fast", "=1", "T4=inf"):
+        code, out, err = run(capsys, "cluster", "run", "--trace", str(PAI), "--gpu-speed", bad)
+        assert_one_line_error(code, err)
+        assert "is not TYPE=F" in err and out == ""

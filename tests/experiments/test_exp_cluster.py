@@ -77,8 +77,9 @@ def test_rows_equal_a_direct_run(swept):
     for row in read_rows(runs, "cluster"):
         workload, _ = load_trace(row["trace"])
         config = SimConfig(
-            network=row["network"], objective=Objective(row["objective"]), seed=int(row["seed"] or 0)
-        )
+            network=row["network"], objective=Objective(row["objective"]), seed=int(row["seed"] or 0),
+            engine=row["engine"],
+        )  # fmt: skip
         res = simulate(workload, parse_cluster(row["cluster"]), get_scheduler(row["scheduler"]), config)
         for key, value in res.to_dict().items():
             if key not in TIMING_COLUMNS:
@@ -149,6 +150,7 @@ def test_the_report_has_a_cluster_section(swept):
             "schedulers[1]: unknown scheduler 'fifoo'; choose from",
         ),
         ("networks: [reserved, shared]", "networks: [reserved, share]", "networks[1]: Input should be"),
+        ("seeds: [1, 2]", "engine: slot", "engine: Input should be 'events' or 'slots'"),
         ("seeds: [1, 2]", "objectives: [jct, speed]", "objectives[1]: objective 'speed' is not one of"),
         ('"synthetic:jobs=12,seed=3"', '"missing.csv"', "traces[1]: trace file 'missing.csv' does not exist"),
         ('"synthetic:jobs=12,seed=3"', '"."', "traces[1]: trace file '.' is a folder"),
@@ -156,3 +158,13 @@ def test_the_report_has_a_cluster_section(swept):
 )
 def test_config_errors_name_the_key(old, new, expected):
     assert f"runs[0].{expected}" in config_error(_config("synthetic:jobs=5"), old, new)
+
+
+def test_the_engine_is_the_blocks_own():
+    from arsched.cluster.config import DEFAULT_ENGINE, ENGINES
+    from arsched.experiments.config import ClusterRuns
+
+    field = ClusterRuns.model_fields["engine"]
+    assert field.default == DEFAULT_ENGINE and set(field.annotation.__args__) == set(ENGINES)
+    tasks = expand(parse_config(yaml.safe_load(_config("synthetic:jobs=5") + "    engine: slots\n")))
+    assert {dict(t.params)["engine"] for t in tasks} == {"slots"}

@@ -87,6 +87,15 @@ KeepFailed = Annotated[
         "work); by default only completed jobs run.",
     ),
 ]
+GpuSpeed = Annotated[
+    str | None,
+    typer.Option(
+        help="Speed of GPU types relative to the simulated V100-class GPU, for traces that record the "
+        "type each job ran on (Alibaba PAI), e.g. T4=0.6,P100=0.55 (measured speed-ups); types not "
+        "named keep the default, peak fp32 over the V100's.",
+        show_default=False,
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")]
 Timings = Annotated[
     bool,
@@ -117,11 +126,13 @@ def _setup(
     engine: str | None,
     reallocate: str | None,
     keep_failed: bool,
+    gpu_speed: str | None,
 ):
     """Check every option, then load the trace and the cluster; returns them with the settings
     every run shares (`config(mode)` gives a mode's SimConfig) and the elasticity."""
     from arsched.cluster import SimConfig, load_trace, parse_cluster
     from arsched.cluster.config import DEFAULT_ENGINE, ENGINES
+    from arsched.cluster.gpus import GPU_SPEED, parse_gpu_speeds
     from arsched.cluster.jobs import DEFAULT_ELASTIC
     from arsched.cluster.utility import Objective
     from arsched.units import parse_time
@@ -141,7 +152,8 @@ def _setup(
         raise ArschedError(f"--reallocate must be positive, got {reallocate!r}")
     restart_s = parse_time(restart) if restart is not None else None
     elastic = DEFAULT_ELASTIC if elastic is None else elastic
-    wl, skipped = load_trace(trace, skip_bad_rows=skip_bad, elastic=elastic, keep_failed=keep_failed)
+    speeds = parse_gpu_speeds(gpu_speed) if gpu_speed is not None else GPU_SPEED
+    wl, skipped = load_trace(trace, skip_bad, elastic, keep_failed, speeds)
     wl = wl.scale_arrivals(scale)
     cl = parse_cluster(cluster)
 
@@ -256,6 +268,7 @@ def run(
     seed: Seed = 0,
     skip_bad_rows: SkipBad = False,
     keep_failed: KeepFailed = False,
+    gpu_speed: GpuSpeed = None,
     arrival_scale: ArrivalScale = 1.0,
     json_out: Json = False,
     timings: Timings = False,
@@ -267,7 +280,7 @@ def run(
     _check_network([network])
     wl, skipped, cl, config, elastic = _setup(
         trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate,
-        keep_failed,
+        keep_failed, gpu_speed,
     )  # fmt: skip
     cfg = config(network, seed)
     (res,) = _run_all(wl, cl, [(scheduler, network)], lambda _m: cfg, json_out)
@@ -298,6 +311,7 @@ def compare(
     seed: Seed = 0,
     skip_bad_rows: SkipBad = False,
     keep_failed: KeepFailed = False,
+    gpu_speed: GpuSpeed = None,
     arrival_scale: ArrivalScale = 1.0,
     plot: Annotated[
         Path | None, typer.Option(help="Folder for jct_cdf.png, utilization.png, utility.png.")
@@ -317,7 +331,7 @@ def compare(
         raise ArschedError(f"--plot {plot} is not an existing folder")
     wl, skipped, cl, config, elastic = _setup(
         trace, cluster, skip_bad_rows, objective, slot, restart, arrival_scale, elastic, engine, reallocate,
-        keep_failed,
+        keep_failed, gpu_speed,
     )  # fmt: skip
 
     def config_for(mode: str):

@@ -41,6 +41,7 @@ import json
 import logging
 import math
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -320,16 +321,21 @@ def _pai_submissions(path: Path) -> dict[str, Any]:
 
 
 def load_pai(
-    path: Path, skip_bad_rows: bool = False, elastic: int = DEFAULT_ELASTIC, keep_failed: bool = False
+    path: Path,
+    skip_bad_rows: bool = False,
+    elastic: int = DEFAULT_ELASTIC,
+    keep_failed: bool = False,
+    speeds: Mapping[str, float] = GPU_SPEED,
 ) -> tuple[Workload, int]:
-    """An Alibaba PAI `pai_task_table.csv` (row = line of the file); see the module docstring."""
+    """An Alibaba PAI `pai_task_table.csv` (row = line of the file); see the module docstring;
+    `speeds`: each GPU type's speed relative to the simulated GPU."""
     tasks: dict[str, list[tuple[int, dict[str, str]]]] = {}
     for i, rec in enumerate(_pai_rows(path, PAI_TASK), start=1):
         tasks.setdefault(str(rec.get("job_name")), []).append((i, rec))
     submitted = _pai_submissions(path)
     rows = _Rows(path, skip_bad_rows, elastic, keep_failed)
     for jid, recs in tasks.items():
-        job = _pai_job(rows, jid, recs, submitted.get(jid))
+        job = _pai_job(rows, jid, recs, submitted.get(jid), speeds)
         if job is not None:
             arrival, duration, gpus = job
             name = _model_for(jid)
@@ -338,7 +344,11 @@ def load_pai(
 
 
 def _pai_job(
-    rows: _Rows, jid: str, recs: list[tuple[int, dict[str, str]]], submitted: str | None
+    rows: _Rows,
+    jid: str,
+    recs: list[tuple[int, dict[str, str]]],
+    submitted: str | None,
+    speeds: Mapping[str, float],
 ) -> tuple[float, float, int] | None:
     """(arrival, run time on the simulated GPU, GPUs) of one PAI job from its task rows, or None
     for a job left out or bad (counted as such)."""
@@ -358,9 +368,9 @@ def _pai_job(
             return None
         if plan == 0:
             continue
-        f = gpu_speed(rec["gpu_type"])
+        f = gpu_speed(rec["gpu_type"], speeds)
         if f is None:
-            rows.bad(i, "gpu_type", f"is {rec['gpu_type']!r}, not one of {', '.join(GPU_SPEED)}")
+            rows.bad(i, "gpu_type", f"is {rec['gpu_type']!r}, not one of {', '.join(speeds)}")
             return None
         need = _gpus(rows, i, rec, "inst_num", inst * math.ceil(plan / 100))
         if need is None:
@@ -388,10 +398,15 @@ def _pai_job(
 
 
 def load_trace(
-    spec: str, skip_bad_rows: bool = False, elastic: int = DEFAULT_ELASTIC, keep_failed: bool = False
+    spec: str,
+    skip_bad_rows: bool = False,
+    elastic: int = DEFAULT_ELASTIC,
+    keep_failed: bool = False,
+    speeds: Mapping[str, float] = GPU_SPEED,
 ) -> tuple[Workload, int]:
     """A trace by path (format told by suffix, name and columns) or a `synthetic:...` spec;
-    `keep_failed` keeps the jobs a trace records as stopped (killed, failed) before completing."""
+    `keep_failed` keeps the jobs a trace records as stopped (killed, failed) before completing;
+    `speeds` are the GPU types' speeds for a trace that records types (PAI)."""
     if spec.startswith("synthetic"):
         from arsched.cluster.synthetic import parse_synthetic
 
@@ -403,7 +418,7 @@ def load_trace(
     if path.suffix.lower() == ".json":
         return load_philly(path, skip_bad_rows, elastic, keep_failed)
     if path.name.startswith("pai_task_table"):
-        return load_pai(path, skip_bad_rows, elastic, keep_failed)
+        return load_pai(path, skip_bad_rows, elastic, keep_failed, speeds)
     header, _ = read_csv(path, "trace", rows=0)
     if all(c in header for c in TIRESIAS):
         return load_tiresias(path, skip_bad_rows, elastic)

@@ -212,6 +212,8 @@ class ClusterRuns(_Block):
         default_factory=lambda: ["reserved"], min_length=1
     )
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    # when the simulator decides (arsched.cluster.config.ENGINES, default DEFAULT_ENGINE)
+    engine: Literal["events", "slots"] = "events"
 
 
 class RLTrainings(_Block):

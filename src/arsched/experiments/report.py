@@ -179,7 +179,8 @@ def _cluster_table(rows: list[dict[str, str]]) -> str:
 def _cluster_section(rows: list[dict[str, str]]) -> str:
     parts = _intro(
         "Cluster scheduling: job completion times and GPU utilisation",
-        "Each trace run slot by slot on the cluster by every scheduler (arsched.cluster); "
+        "Each trace run on the cluster by every scheduler (arsched.cluster; deciding at arrivals, "
+        "completions and the scheduler's own events, or every slot where the block says engine: slots); "
         "network <i>reserved</i> is GADGET's model (bandwidth reserved per ring), <i>shared</i> lets the "
         "rings share links max-min fairly. Metrics are those of <code>arsched cluster run</code>, mean "
         "over seeds (only randomised schedulers take a seed); the lowest mean JCT in bold. The plots show "

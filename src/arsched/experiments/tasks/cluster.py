@@ -1,5 +1,5 @@
 """The `cluster` task kind: simulate one trace on one cluster with one scheduler, objective,
-network mode and seed (`arsched cluster run --json`), keeping every job's JCT and the
+network mode, seed and engine (`arsched cluster run --json`), keeping every job's JCT and the
 utilisation series for the report."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class ClusterParams:
     objective: str
     network: str
     seed: int | str  # "" for a scheduler that draws no random numbers
+    engine: str
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ def expand(block: ClusterRuns) -> Iterator[ClusterParams]:
         block.traces, block.clusters, block.schedulers, block.objectives, block.networks
     ):
         seeds = block.seeds if get_scheduler(scheduler).uses_seed else [""]
-        yield from (ClusterParams(trace, cluster, scheduler, objective, network, seed) for seed in seeds)
+        yield from (
+            ClusterParams(trace, cluster, scheduler, objective, network, seed, block.engine) for seed in seeds
+        )
 
 
 def jct_json(jct: np.ndarray) -> str:
@@ -81,7 +84,7 @@ def run(p: ClusterParams, _folder: Path, _task_id: str) -> ClusterRow:
     from arsched.cluster.utility import Objective
 
     workload, _ = load_trace(p.trace)
-    config = SimConfig(network=p.network, objective=Objective(p.objective), seed=p.seed or 0)
+    config = SimConfig(network=p.network, objective=Objective(p.objective), seed=p.seed or 0, engine=p.engine)
     res = simulate(workload, parse_cluster(p.cluster), get_scheduler(p.scheduler), config)
     return ClusterRow(
         **res.to_dict(timings=True),
