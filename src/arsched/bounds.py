@@ -771,14 +771,29 @@ def latency_bound(
     rs = bound_ranks(topology, ranks)
     c = topology.compiled
     idx = [c.index[r] for r in rs]
-    dist = rank_latencies(topology, rs)
-    off = ~np.eye(len(rs), dtype=bool)
-    bound = alpha + float(dist[off].max())
+    longest, shortest = _latency_range(topology, rs)
+    bound = alpha + longest
     if port_model:
         k = int(np.bincount(c.link_dst, minlength=c.num_nodes)[idx].max())
         levels = math.ceil(math.log(len(rs)) / math.log(k + 1) - 1e-12)
-        bound = max(bound, levels * (alpha + float(dist[off].min())))
+        bound = max(bound, levels * (alpha + shortest))
     return bound
+
+
+_LATENCY_CACHE: weakref.WeakKeyDictionary[Topology, dict[tuple[str, ...], tuple[float, float]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _latency_range(topology: Topology, ranks: tuple[str, ...]) -> tuple[float, float]:
+    """The largest and the smallest fastest-path latency between two different ranks (cached
+    per topology and ranks: every simulation asks for its bound)."""
+    per_topology = _LATENCY_CACHE.setdefault(topology, {})
+    if ranks not in per_topology:
+        dist = rank_latencies(topology, ranks)
+        off = ~np.eye(len(ranks), dtype=bool)
+        per_topology[ranks] = (float(dist[off].max()), float(dist[off].min()))
+    return per_topology[ranks]
 
 
 def lower_bound(

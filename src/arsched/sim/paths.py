@@ -59,18 +59,21 @@ class CompiledPaths:
 def compile_paths(schedule: Schedule) -> CompiledPaths:
     """Link indices, latency and bottleneck of every path of the schedule's path table."""
     c = schedule.topology.compiled
-    per_path = [c.path_links(p) for p in schedule.paths]
-    for p, links in zip(schedule.paths, per_path, strict=True):
-        if len(links) == 0 or (links < 0).any():
-            raise ArschedError(
-                f"path {' -> '.join(p)} is not a path over links of {schedule.topology.name}; "
-                "validate the schedule first"
-            )
-    lengths = np.array([len(x) for x in per_path], dtype=np.int64)
-    flat = np.concatenate(per_path).astype(np.int64) if per_path else np.zeros(0, dtype=np.int64)
-    path_lat = np.array([c.latency[x].sum() for x in per_path]) if per_path else np.zeros(0)
-    path_bn = np.array([c.capacity[x].min() for x in per_path]) if per_path else np.zeros(0)
+    lengths, flat = c.paths_links(schedule.paths)
     ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    bad = np.union1d(np.flatnonzero(lengths == 0), owner[flat < 0])
+    if len(bad):
+        p = schedule.paths[int(bad[0])]
+        raise ArschedError(
+            f"path {' -> '.join(p)} is not a path over links of {schedule.topology.name}; "
+            "validate the schedule first"
+        )
+    starts = ptr[:-1]
+    path_lat = np.add.reduceat(c.latency[flat], starts) if len(flat) else np.zeros(0)
+    for p in np.flatnonzero(lengths >= 8):  # summed as np.sum sums (pairwise from 8 terms on)
+        path_lat[p] = c.latency[flat[ptr[p] : ptr[p + 1]]].sum()
+    path_bn = np.minimum.reduceat(c.capacity[flat], starts) if len(flat) else np.zeros(0)
     return CompiledPaths(schedule.path_id.astype(np.int64), ptr, flat, path_lat, path_bn)
 
 

@@ -44,3 +44,22 @@ class CompiledTopology:
         if (idx < 0).any() or len(idx) < 2:
             return np.full(max(len(idx) - 1, 0), -1, dtype=np.int64)
         return np.asarray(self.adjacency[idx[:-1], idx[1:]], dtype=np.int64).ravel() - 1
+
+    def paths_links(self, paths: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """`path_links` of many paths in one lookup: each path's hop count (0 for a path of
+        fewer than two nodes) and all their link indices one after another (-1 where a hop has
+        no link or a node is unknown)."""
+        nodes = np.array([len(p) for p in paths], dtype=np.int64)
+        idx = np.fromiter(
+            (self.index.get(n, -1) for p in paths for n in p), dtype=np.int64, count=int(nodes.sum())
+        )
+        hops = np.maximum(nodes - 1, 0)
+        last = np.cumsum(nodes) - 1  # each path's last node: no hop starts there
+        starts = np.ones(len(idx), dtype=bool)
+        starts[last[nodes > 0]] = False
+        a, b = idx[:-1][starts[:-1]], idx[1:][starts[:-1]]
+        links = np.full(len(a), -1, dtype=np.int64)
+        ok = (a >= 0) & (b >= 0)
+        if ok.any():
+            links[ok] = np.asarray(self.adjacency[a[ok], b[ok]], dtype=np.int64).ravel() - 1
+        return hops, links
