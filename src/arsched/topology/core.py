@@ -192,6 +192,8 @@ class Topology:
         )
 
     def __eq__(self, other: object) -> bool:
+        if other is self:  # the caches keyed by topology ask this on every lookup
+            return True
         if not isinstance(other, Topology):
             return NotImplemented
         # the same network whatever the order its links were listed in
