@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -102,7 +101,12 @@ class MarginalAllocator:
         # the table assumes a job keeps its previous ring at its previous size and moves otherwise
         lost = np.where(cand == np.array(self.prev_w)[:, None], 0.0, np.array(self.cost)[:, None])
         table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), self.est_b, lost)
-        self.v0 = self.value(a, np.zeros(len(a)), np.full(len(a), np.inf)).tolist()
+        v0 = self.value(a, np.zeros(len(a)), np.full(len(a), np.inf))
+        self.v0 = v0.tolist()
+        with np.errstate(divide="ignore", invalid="ignore"):  # each first move from nothing (next_move)
+            first = (table - v0[:, None]) / cand
+        self._first = np.where((cand > 0) & ~np.isnan(first), first, -np.inf)  # a NaN gain never wins
+        self._first_cand = cand
         # per job, as lists without the padding zeros (a sorted row's prefix): sizes, values, b
         zeros = (cand == 0).sum(axis=1).tolist()
         self.cand = [r[z:] for r, z in zip(cand.tolist(), zeros, strict=True)]
@@ -142,6 +146,19 @@ class MarginalAllocator:
                 best_g, best_w = g, w
         return (-best_g, j, cur, best_w) if best_w else None
 
+    def first_moves(self) -> list[tuple[float, int, int, int]]:
+        """`next_move` of every job, the jobs not yet placed in one vectorised pass (the first
+        best gain per GPU from nothing: the same move and the same float as its scan)."""
+        a = self.s.active
+        k = self._first.argmax(axis=1)
+        g = self._first[np.arange(len(a)), k]
+        fresh = np.array([j not in self.w for j in a.tolist()], dtype=bool)
+        go = fresh & (g > MIN_GAIN)
+        moves = list(zip((-g[go]).tolist(), a[go].tolist(), [0] * int(go.sum()),
+                         self._first_cand[go, k[go]].tolist(), strict=True))  # fmt: skip
+        placed = [mv for j in self.w if (mv := self.next_move(j)) is not None]
+        return moves + placed
+
     def _reserve(self, p: Placement) -> tuple[np.ndarray, np.ndarray, float]:
         if len(p) == 1:  # inside one server: no link to reserve
             return NO_LINKS, NO_LINKS, self.s.cluster.intra_bandwidth if p[0][1] > 1 else np.inf
@@ -174,36 +191,33 @@ class MarginalAllocator:
             return self.table[i][k]
         return float(self.value(np.array([j]), np.array([need]), np.array([b]), lost)[0])
 
-    def options(self, j: int, need: int) -> Iterator[Placement]:
+    def options(self, j: int, need: int) -> tuple[Placement, ...]:
         """Rings to try, best first: the job's previous GPUs (no restart), else one server (best
         fit), else the fewest servers under one ToR (GADGET) and anywhere; later ones are built
         only when an earlier one is missing. While restarts cost, GPUs that other running jobs
         held last slot are used only when the ring fits nowhere else (see the module docstring)."""
         prev, count = self.s.previous.get(j), self.gpus.count
         if prev is not None and sum(g for _, g in prev) == need and all(count[s] >= g for s, g in prev):
-            yield prev
-            return
+            return (prev,)
         if self.claims:
             avail = np.maximum(self.free - self.claimed, 0)
             for s, g in self.claims.get(j, ()):
                 avail[s] = min(avail[s] + g, count[s])
             if avail.sum() >= need:
-                yield from self._fresh(avail, int(avail.sum()), need, one_server(avail, need))
-                return
-        yield from self._fresh(self.free, self.gpus.total, need, self.gpus.one_server(need))
+                return self._fresh(avail, int(avail.sum()), need, one_server(avail, need))
+        return self._fresh(self.free, self.gpus.total, need, self.gpus.one_server(need))
 
     def _fresh(
         self, free: np.ndarray, total: int, need: int, single: Placement | None
-    ) -> Iterator[Placement]:
+    ) -> tuple[Placement, ...]:
         """New rings on the `free` GPUs (`total` of them): `single` (one server) if there is one."""
         if single is not None:
-            yield single
-            return
+            return (single,)
         if total < need:
-            return
+            return ()
         if self.aware:
-            yield spread(free, need, self.s.cluster.group)
-        yield spread(free, need)
+            return spread(free, need, self.s.cluster.group), spread(free, need)
+        return (spread(free, need),)
 
     def embed(self, j: int, need: int) -> tuple[Placement, tuple, float] | None:
         """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
@@ -231,6 +245,8 @@ class MarginalAllocator:
         """Embed the starving jobs first (see the module docstring); returns how many were placed."""
         step = 0
         for j in self.starving().tolist():
+            if not self.gpus.total:  # a full cluster: no later job fits either
+                break
             prev = sum(g for _, g in self.s.previous.get(j, ()))
             need = max(int(self.s.workload.gpus[j]), prev)
             got = self.embed(j, need)
@@ -246,10 +262,10 @@ class MarginalAllocator:
         """The slot's decision: starving jobs first, then the best marginal move per GPU until
         none gains; placements in the order they were committed."""
         step = self.rescue()
-        heap = [mv for j in self.row if (mv := self.next_move(j)) is not None]
+        heap = self.first_moves()
         heapq.heapify(heap)
         checked: set[tuple[int, int]] = set()
-        while heap:
+        while heap and self.gpus.total:  # every move needs a free GPU: none left, none succeeds
             _, j, cur, target = heapq.heappop(heap)
             if self.w.get(j, 0) != cur:
                 continue
