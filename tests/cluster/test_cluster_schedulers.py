@@ -124,3 +124,19 @@ def test_starving_jobs_are_placed_first_oldest_first(monkeypatch):
     d = get_scheduler("gadget").decide(state)
     # oldest first at their request while they fit: job 2 (4 GPUs) no longer fits after 0 and 1
     assert [(j, sum(g for _, g in p)) for j, p in d] == [(0, 1), (1, 1), (3, 1), (4, 1)]
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_first_moves_are_next_moves(objective):
+    # the vectorised first moves equal next_move's scan, float for float, placed jobs included
+    from arsched.cluster.ilp import random_instance
+    from arsched.cluster.schedulers.gadget import MarginalAllocator
+
+    for seed in range(6):
+        st = random_instance(seed, objective)
+        g = MarginalAllocator(st, aware=True, completion=seed % 2 == 1)
+        if seed > 2:
+            g.rescue = lambda: 0
+            g.w[int(st.active[-1])] = g.cand[len(st.active) - 1][0]  # as if placed already
+        want = sorted(mv for j in g.row if (mv := g.next_move(j)) is not None)
+        assert sorted(g.first_moves()) == want
