@@ -36,15 +36,16 @@ class Dependencies:
 # fmt: off
 @numba.njit(cache=True)
 def _waits(
-    src_buf, dst_buf, step, w_of, r_of, wkey, rkey, span, below_read, reads_at, first_read,
-    conn, c_of, ckey, conn_base, barrier_base, n_groups,
+    src_buf, dst_buf, step, w_of, r_of, wbuf, below_read, reads_at, first_read,
+    conn, c_of, cbuf, conn_base, barrier_base, n_groups,
 ):  # pragma: no cover - compiled
     # fmt: on
     """Every transfer's waits, counted and then written as each group's dependents: by kind (the
     writer of the source buffer, of the destination buffer, the destination's readers since,
-    the connection's previous step, the barrier), each kind in transfer order."""
+    the connection's previous step, the barrier), each kind in transfer order. `wbuf` and
+    `cbuf` are the buffer of every write group and the connection of every connection group."""
     t_count = len(step)
-    n_w = len(wkey)
+    n_w = len(wbuf)
     wait_count = np.zeros(t_count, dtype=np.int64)
     dep_ptr = np.zeros(n_groups + 1, dtype=np.int64)
     dependents = np.zeros(0, dtype=np.int64)
@@ -62,21 +63,21 @@ def _waits(
                 lo, hi = 0, 0  # groups [lo, hi) of this kind that t waits for
                 if kind == 0:  # the latest earlier writer of its source buffer
                     q = below_read[r_of[t]]
-                    if q >= 0 and wkey[q] // span == src_buf[t]:
+                    if q >= 0 and wbuf[q] == src_buf[t]:
                         lo, hi = q, q + 1
                 elif kind == 1:  # ... of its destination buffer
                     q = w_of[t] - 1
-                    if q >= 0 and wkey[q] // span == dst_buf[t]:
+                    if q >= 0 and wbuf[q] == dst_buf[t]:
                         lo, hi = q, q + 1
                 elif kind == 2:  # the destination's readers in steps [last write, this step)
                     w = w_of[t]
                     q = w - 1
-                    lo = reads_at[q] if q >= 0 and wkey[q] // span == dst_buf[t] else first_read[w]
+                    lo = reads_at[q] if q >= 0 and wbuf[q] == dst_buf[t] else first_read[w]
                     hi = reads_at[w]
                     lo, hi = n_w + lo, n_w + hi
                 elif kind == 3:  # the connection's previous step
                     q = c_of[t] - 1
-                    if q >= 0 and ckey[q] // span == conn[t]:
+                    if q >= 0 and cbuf[q] == conn[t]:
                         lo, hi = conn_base + q, conn_base + q + 1
                 elif step[t] > 0:  # the barrier after the previous step
                     lo, hi = barrier_base + step[t] - 1, barrier_base + step[t]
@@ -119,15 +120,14 @@ def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) ->
     n_w, n_r = len(wkey), len(rkey)
     member = [w_of, n_w + r_of]
     n_groups = n_w + n_r
-    conn = c_of = ckey = np.zeros(0, dtype=np.int64)
+    conn = c_of = c_first = np.zeros(0, dtype=np.int64)
     if fifo and t_count:
         src_node, dst_node = s.src.astype(np.int64), s.dst.astype(np.int64)
         conn = src_node * num_nodes + dst_node
         order = stable_order([by_step, (dst_node, num_nodes), (src_node, num_nodes)], t_count)
         c_of, c_first = group_by(conn, step, order)
-        ckey = conn[c_first] * span + step[c_first]
         member.append(n_groups + c_of)
-        n_groups += len(ckey)
+        n_groups += len(c_first)
     barrier_base = -1
     if synchronous and n_steps > 1:  # every transfer of step k waits for a group of all of step k-1
         barrier_base = n_groups
@@ -135,11 +135,11 @@ def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) ->
         n_groups += n_steps
     member_of = np.stack(member, axis=1) if t_count else np.zeros((0, len(member)), dtype=np.int64)
     wait_count, dep_ptr, dependents = _waits(
-        src_buf, dst_buf, step, w_of, r_of, wkey, rkey, span,
+        src_buf, dst_buf, step, w_of, r_of, dst_buf[w_first],
         np.searchsorted(wkey, rkey) - 1,  # each read group's latest earlier write group (if of its buffer)
         np.searchsorted(rkey, wkey),  # the first read group at or after each write group
         np.searchsorted(rkey, wkey // span * span),  # ... at or after its buffer's step 0
-        conn, c_of, ckey, n_w + n_r, barrier_base, n_groups,
+        conn, c_of, conn[c_first], n_w + n_r, barrier_base, n_groups,
     )  # fmt: skip
     size = np.bincount(member_of.ravel(), minlength=n_groups)
     return Dependencies(member_of, size, wait_count, dep_ptr, dependents)
