@@ -15,7 +15,8 @@ from arsched.cluster.network import Placement
 
 def _ring(servers: np.ndarray, counts: np.ndarray) -> Placement:
     order = np.argsort(servers, kind="stable")
-    return tuple((int(servers[i]), int(counts[i])) for i in order if counts[i] > 0)
+    pairs = zip(servers[order].tolist(), counts[order].tolist(), strict=True)
+    return tuple((s, g) for s, g in pairs if g > 0)
 
 
 def one_server(free: np.ndarray, need: int) -> Placement | None:
@@ -49,13 +50,18 @@ def fewest_servers(free: np.ndarray, need: int, group: np.ndarray | None = None)
 def spread(free: np.ndarray, need: int, group: np.ndarray | None = None) -> Placement:
     """`need` GPUs (at most the free ones) on the fewest servers: inside the ToR group with the
     least room that fits when `group` is given and one fits, else across groups."""
-    if group is not None:
-        room = np.bincount(group, weights=free)
-        fits = np.flatnonzero(room >= need)
-        if len(fits):
-            g = fits[np.argmin(room[fits])]
-            return _take(np.flatnonzero((group == g) & (free > 0)), free, need)
-    return _take(np.flatnonzero(free > 0), free, need)
+    inside = in_group(free, need, group) if group is not None else None
+    return inside if inside is not None else _take(np.flatnonzero(free > 0), free, need)
+
+
+def in_group(free: np.ndarray, need: int, group: np.ndarray) -> Placement | None:
+    """`spread` inside the ToR group with the least room that fits, or None if none fits."""
+    room = np.bincount(group, weights=free)
+    fits = np.flatnonzero(room >= need)
+    if not len(fits):
+        return None
+    g = fits[np.argmin(room[fits])]
+    return _take(np.flatnonzero((group == g) & (free > 0)), free, need)
 
 
 def random_rings(

@@ -47,7 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from arsched.cluster.network import NO_LINKS, Placement, intra_cap, ring_links, throughput
-from arsched.cluster.placement import FreeGPUs, one_server, random_rings, spread, take
+from arsched.cluster.placement import FreeGPUs, in_group, one_server, random_rings, spread, take
 from arsched.cluster.schedulers.base import Decision, Scheduler, SlotState
 
 BLANK = -1e30  # value of a paused job for the completion-time allocator
@@ -215,9 +215,9 @@ class MarginalAllocator:
             return (single,)
         if total < need:
             return ()
-        if self.aware:
-            return spread(free, need, self.s.cluster.group), spread(free, need)
-        return (spread(free, need),)
+        anywhere = spread(free, need)
+        inside = in_group(free, need, self.s.cluster.group) if self.aware else None
+        return (inside, anywhere) if inside is not None else (anywhere,)  # no group fits: one ring
 
     def embed(self, j: int, need: int) -> tuple[Placement, tuple, float] | None:
         """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
