@@ -63,6 +63,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sweep.py
 	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --iterations 25 --general-iterations 25 --curve-iterations 15
 	$(BIN)/python benchmarks/bench_cluster.py
+	$(BIN)/python benchmarks/bench_cluster.py --only ilp
+	$(BIN)/python benchmarks/bench_cluster.py --only scale
 	$(BIN)/python benchmarks/bench_fuzz.py
 
 pictures: $(STAMP)
