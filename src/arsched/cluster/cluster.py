@@ -60,7 +60,10 @@ class Cluster:
         out_cap = np.zeros(c.num_nodes)
         np.maximum.at(out_cap, c.link_src, c.capacity)
         self.nic = out_cap[self.node_index]  # fastest link out of each server
-        self._table: np.ndarray | None = None  # routes, filled target by target (see routes)
+        shape = (self.num_servers, self.num_servers)
+        self._table = np.zeros((*shape, 0), dtype=np.int32)  # routes, filled target by target
+        self._lens = np.zeros(shape, dtype=np.int32)
+        self._filled = np.zeros(self.num_servers, dtype=bool)
         # network.ring_links's memo: placement -> (links, hops per link)
         self.ring_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -78,31 +81,30 @@ class Cluster:
 
     def hop_links(self, a: int, b: int) -> np.ndarray:
         """Link indices of the route from server a to server b (cluster server indices)."""
-        if self._table is None or not self._filled[b]:
+        if not self._filled[b]:
             self.routes(np.array([b]))
-        return self._table[a, b, : self._lens[a, b]]
+        return self._table[b, a, : self._lens[b, a]]
 
     def routes(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The route table, (servers x servers x longest route) link indices (-1 past a route's
-        end) and route lengths, with every server's route to each of `targets` filled in (routes
-        to a target are found all at once, the first time one is asked for)."""
-        if self._table is None:
-            router = self.topology.router
-            router.prepare(self.server_ids)  # one batched BFS to every server
-            longest = int(router.hop_matrix(self.server_ids).max())
-            shape = (self.num_servers, self.num_servers)
-            self._table = np.full((*shape, longest), -1, dtype=np.int32)
-            self._lens = np.zeros(shape, dtype=np.int32)
-            self._filled = np.zeros(self.num_servers, dtype=bool)
-        for b in np.unique(targets[~self._filled[targets]]).tolist():
+        """The route table, (target x source x longest route) link indices, and the routes'
+        lengths (target x source), with every server's route to each of `targets` filled in:
+        routes to a target are found all at once, the first time one is asked for. Both arrays
+        start as zeros the system hands out lazily, and a target's routes are one contiguous
+        block, so memory grows with the targets used, not with servers squared."""
+        todo = np.unique(targets[~self._filled[targets]]).tolist()
+        router = self.topology.router
+        router.prepare([self.server_ids[b] for b in todo])  # one batched BFS to them
+        for b in todo:
             picks = np.arange(self.num_servers) * 7919 + b
-            ptr, links = self.topology.router.ecmp_picks(
-                self.node_index, int(self.node_index[b]), picks, ECMP_LIMIT
-            )
+            ptr, links = router.ecmp_picks(self.node_index, int(self.node_index[b]), picks, ECMP_LIMIT)
             lens = np.diff(ptr)
+            if lens.max(initial=0) > self._table.shape[2]:  # a longer route: widen the table
+                wider = np.zeros((*self._table.shape[:2], int(lens.max())), dtype=np.int32)
+                wider[self._filled, :, : self._table.shape[2]] = self._table[self._filled]
+                self._table = wider
             src = np.repeat(np.arange(self.num_servers), lens)
-            self._table[src, b, np.arange(len(links)) - ptr[src]] = links
-            self._lens[:, b] = lens
+            self._table[b, src, np.arange(len(links)) - ptr[src]] = links
+            self._lens[b] = lens
             self._filled[b] = True
         return self._table, self._lens
 

@@ -89,8 +89,8 @@ def rings_links(cluster: Cluster, placements: Sequence[Placement]) -> tuple[np.n
     spans = np.repeat(lens > 1, lens)  # a ring inside one server has no hops
     a, b = servers[spans], following[spans]
     table, hops_ab = cluster.routes(b)
-    count = hops_ab[a, b]
-    links = table[a, b][np.arange(table.shape[2])[None, :] < count[:, None]]
+    count = hops_ab[b, a]
+    links = table[b, a][np.arange(table.shape[2])[None, :] < count[:, None]]
     key = np.repeat(np.repeat(np.arange(len(placements)), lens)[spans], count) * cluster.num_links + links
     key, mult = np.unique(key, return_counts=True)
     ring, links = np.divmod(key, cluster.num_links)
