@@ -7,7 +7,8 @@ transfers at once (gather payloads at the start of the step, OR the reduces grou
 destination, overwrite the copies). A double count shows up as a popcount that does not add
 up. At the end every buffer the collective's goal names must hold exactly that: the sum over
 all ranks, or one rank's data. The first violation is reported in plain words; a million
-transfers take about a second.
+transfers take about a second. Chunks never mix, so they are checked in blocks whose state
+fits `BLOCK_BYTES`; the first violation is then the earliest step's over all blocks.
 
 `numeric_check` runs the schedule on random float64 vectors (NaN where a buffer starts with
 nothing usable) and compares with the true sums: an independent second opinion.
@@ -22,6 +23,7 @@ import numpy as np
 from arsched.collective.kinds import EVERYONE, NOTHING, Collective
 from arsched.collective.schedule import COPY, OPS, Schedule
 from arsched.errors import ArschedError
+from arsched.limits import VALIDATOR_BLOCK_BYTES
 
 
 class InvalidScheduleError(ArschedError):
@@ -259,13 +261,17 @@ class _Layout:
         k = int(np.searchsorted(self.ids, chunk))
         return rank * self.chunks + k if k < len(self.ids) and self.ids[k] == chunk else None
 
-    def first_short(self, short: np.ndarray, kind: Collective) -> tuple[int, int] | None:
+    def first_short(
+        self, short: np.ndarray, kind: Collective, found: tuple[int, int] | None = None
+    ) -> tuple[int, int] | None:
         """(rank, chunk id) of the first buffer, rank-major, that misses its goal: a row of the
-        state flagged in `short`, or (the first rank that misses it, `gap`)."""
+        state flagged in `short`, `found` (one already known), or (the first rank that misses
+        it, `gap`)."""
         row = _first(short)
-        found = None if row is None else divmod(row, self.chunks)
-        if found is not None and self.ids is not None:
-            found = (found[0], int(self.ids[found[1]]))
+        if found is None and row is not None:
+            found = divmod(row, self.chunks)
+            if self.ids is not None:
+                found = (found[0], int(self.ids[found[1]]))
         if self.gap is not None:
             one = np.array([self.gap])
             rank = _first((kind.goal(one) != NOTHING) & (kind.goal(one) != kind.start(one)))
@@ -316,6 +322,12 @@ def _everyone(n: int, words: int) -> np.ndarray:
     return full
 
 
+BLOCK_BYTES = VALIDATOR_BLOCK_BYTES
+"""The most symbolic state held at once. A transfer reads and writes buffers of one chunk, so
+chunks are checked block by block (a 4,096-rank ring: 4,096 chunks of 4,096 ranks' bits, 8.6 GB
+at once; 64 chunks, 134 MB, at a time)."""
+
+
 def validate(schedule: Schedule) -> ValidationReport:
     """Check a schedule symbolically; the report names the first violation or says it is valid."""
     s = schedule
@@ -325,26 +337,33 @@ def validate(schedule: Schedule) -> ValidationReport:
     n, kind = s.num_ranks, s.kind
     lay = _layout(s)
     ids = lay.chunk_ids
-    start = kind.start(ids)
-    unusable = bool((start == NOTHING).any())
+    unusable = bool((kind.start(ids) == NOTHING).any())
     words = (n + unusable + 63) // 64  # the ranks' bits, and the nothing-usable bit where needed
-    state = _bits(start.ravel(), n, words)
-    data = _everyone(n, words) if unusable else None
-    for rows in lay.step_rows:
-        problem = _apply_step(s, rows, lay.src_buf[rows], lay.dst_buf[rows], state, data)
-        if problem is not None:
-            return problem
-    goal = kind.goal(ids).ravel()
-    short = (goal == EVERYONE) & (state != _everyone(n, words)).any(axis=1)
-    one = np.flatnonzero(goal >= 0)
-    short[one] = (state[one] != _bits(goal[one], n, words)).any(axis=1)
-    missed = lay.first_short(short, kind)
+    width = max(1, BLOCK_BYTES // (n * words * 8))  # chunks per block
+    position = lay.src_buf % lay.chunks
+    order = np.argsort(position // width, kind="stable")  # each block's transfers in stored order
+    cuts = np.searchsorted((position // width)[order], np.arange(1, -(-lay.chunks // width)))
+    failures, shorts = [], []
+    for b, rows in enumerate(np.split(order, cuts)):
+        failed, short = _check_block(
+            s, lay, rows, b * width, min((b + 1) * width, lay.chunks), words, unusable
+        )
+        if failed is not None:
+            failures.append(failed)
+        elif short is not None and not failures:
+            shorts.append(short)
+    if failures:  # the earliest step that fails in any block; in it, as one step would be checked
+        return min(failures, key=lambda f: f[0])[1]
+    first = min(shorts, key=lambda x: x[0], default=None)
+    missed = lay.first_short(np.zeros(0, dtype=bool), kind, None if first is None else first[0][:2])
     if missed is not None:
         r, ch = missed
-        row = lay.row(r, ch)
-        one = np.array([ch])
-        held = _bits(kind.start(one)[r], n, words)[0] if row is None else state[row]
-        return _fail(s, "incomplete", None, _shortfall(s, r, ch, held, int(kind.goal(one)[r, 0]), words))
+        if first is not None and missed == first[0][:2]:
+            held = first[1]
+        else:  # a chunk no transfer touches: its buffers hold what they started with
+            held = _bits(kind.start(np.array([ch]))[r], n, words)[0]
+        goal = int(kind.goal(np.array([ch]))[r, 0])
+        return _fail(s, "incomplete", None, _shortfall(s, r, ch, held, goal, words))
     steps = len(lay.step_rows)
     return ValidationReport(
         True,
@@ -354,6 +373,42 @@ def validate(schedule: Schedule) -> ValidationReport:
         len(s),
         steps,
     )
+
+
+def _check_block(
+    s: Schedule, lay: _Layout, rows: np.ndarray, lo: int, hi: int, words: int, unusable: bool
+) -> tuple[tuple | None, tuple | None]:
+    """Run the transfers `rows` (all of chunk positions lo..hi−1, in stored order) on those
+    chunks' buffers. Returns ((step, check, transfer), report) for the first violation, or the
+    first buffer short of its goal, rank-major, as ((rank, chunk id), what it holds)."""
+    n, kind = s.num_ranks, s.kind
+    ids = lay.chunk_ids[lo:hi]
+    span = hi - lo
+    state = _bits(kind.start(ids).ravel(), n, words)
+    data = _everyone(n, words) if unusable else None
+    src = lay.src_buf[rows] // lay.chunks * span + lay.src_buf[rows] % lay.chunks - lo
+    dst = lay.dst_buf[rows] // lay.chunks * span + lay.dst_buf[rows] % lay.chunks - lo
+    by_step = np.argsort(s.step[rows], kind="stable")
+    steps = s.step[rows][by_step]
+    for part in np.split(by_step, np.flatnonzero(steps[1:] != steps[:-1]) + 1) if len(rows) else []:
+        problem = _apply_step(s, rows[part], src[part], dst[part], state, data)
+        if problem is not None:
+            check = _CHECKS.index(problem.kind)
+            return ((int(s.step[rows[part[0]]]), check, problem.transfer), problem), None
+    goal = kind.goal(ids).ravel()
+    short = (goal == EVERYONE) & (state != _everyone(n, words)).any(axis=1)
+    one = np.flatnonzero(goal >= 0)
+    short[one] = (state[one] != _bits(goal[one], n, words)).any(axis=1)
+    row = _first(short)
+    if row is None:
+        return None, None
+    r, k = divmod(row, span)
+    return None, ((r, int(ids[k]), lo + k), state[row])
+
+
+_CHECKS = ("double-copy", "copy-and-reduce", "double-count")
+"""The order in which one step's checks run (`_apply_step`): within a step, the first check that
+fails is reported."""
 
 
 def _shortfall(s: Schedule, r: int, ch: int, held: np.ndarray, goal: int, words: int) -> str:
