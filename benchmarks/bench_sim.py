@@ -127,6 +127,10 @@ def _random_ring(topo, n=None):
     return ring_allreduce(topo, ranks=list(ranks))
 
 
+def _first_hosts_ring(topo, n):
+    return ring_allreduce(topo, ranks=topo.servers[:n])
+
+
 JELLYFISH = "jellyfish:switches=128,ports=8,net_ports=4,seed=3"
 CASES = {  # issue 22's contended schedules; the first three also with --quick
     "ps, star(256)": lambda: parameter_server(star(256), 256),
@@ -138,7 +142,7 @@ CASES = {  # issue 22's contended schedules; the first three also with --quick
     "rhd, 512-server jellyfish": lambda: build("rhd", parse_spec(JELLYFISH), None, 256e6),
     "ring, 847-host Clos": lambda: build("ring", load_topology(CLOS), None, 256e6),
     "dbtree, 847-host Clos": lambda: build("dbtree", load_topology(CLOS), None, 256e6),
-    "ring, 4,096 hosts of fattree(26)": lambda: ring_allreduce(fattree(26), ranks=fattree(26).servers[:4096]),
+    "ring, 4,096 hosts of fattree(26)": lambda: _first_hosts_ring(fattree(26), 4096),
 }
 QUICK = 3
 

@@ -424,8 +424,9 @@ class _Paths:
         used = first >= 0
         size = np.ones(num)
         size[used] = chunk[first[used]]
-        owner = np.repeat(np.arange(num), np.diff(cp.path_ptr))
-        return cls(cp.path_id, cp.path_ptr, cp.path_links, owner, cp.path_bottleneck, cp.path_latency, size)
+        return cls(
+            cp.path_id, cp.path_ptr, cp.path_links, cp.path_owner, cp.path_bottleneck, cp.path_latency, size
+        )
 
 
 def _start(

@@ -31,6 +31,11 @@ class CompiledPaths:
     path_bottleneck: np.ndarray
 
     @cached_property
+    def path_owner(self) -> np.ndarray:
+        """The path of every entry of `path_links`."""
+        return np.repeat(np.arange(len(self.path_ptr) - 1), np.diff(self.path_ptr))
+
+    @cached_property
     def ptr(self) -> np.ndarray:
         """Transfer t uses links `links[ptr[t]:ptr[t+1]]`."""
         return np.concatenate([[0], np.cumsum(np.diff(self.path_ptr)[self.path_id])]).astype(np.int64)

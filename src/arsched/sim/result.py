@@ -111,6 +111,5 @@ def link_bytes(schedule: Schedule, cp: CompiledPaths) -> np.ndarray:
     """Bytes carried by every directed link (each transfer moves one chunk over its path)."""
     num_paths = len(cp.path_ptr) - 1
     per_path = np.bincount(cp.path_id, minlength=num_paths).astype(np.float64)
-    owner = np.repeat(np.arange(num_paths), np.diff(cp.path_ptr))
     num = schedule.topology.compiled.num_links
-    return np.bincount(cp.path_links, weights=per_path[owner], minlength=num) * schedule.chunk_bytes
+    return np.bincount(cp.path_links, weights=per_path[cp.path_owner], minlength=num) * schedule.chunk_bytes

@@ -197,16 +197,14 @@ def contended(cp: CompiledPaths, start: np.ndarray, stop: np.ndarray) -> bool:
     `REL` of the last stop)."""
     n = len(cp.path_id)
     num_paths = len(cp.path_ptr) - 1
-    lens = np.diff(cp.path_ptr)
-    if n < 2 or lens[cp.path_id].sum() < 2:
+    if n < 2:  # every path crosses a link (`compile_paths`): two transfers are needed to overlap
         return False
     per_path = np.bincount(cp.path_id, minlength=num_paths)
     first = np.concatenate([[0], np.cumsum(per_path)]).astype(np.int64)
     by_path = stable_order([(cp.path_id, num_paths)], n)
-    owner = np.repeat(np.arange(num_paths), lens)
-    used = per_path[owner] > 0
-    links, owner = cp.path_links[used], owner[used]
+    used = per_path[cp.path_owner] > 0
+    links, owner = cp.path_links[used], cp.path_owner[used]
     order = np.argsort(links, kind="stable")
-    link_ptr = np.concatenate([[0], np.cumsum(np.bincount(links, minlength=int(links.max(initial=-1)) + 1))])
+    link_ptr = np.concatenate([[0], np.cumsum(np.bincount(links))])
     tol = REL * max(float(stop.max()), 1e-300)
     return bool(_overlap(by_path, first, start, stop, link_ptr.astype(np.int64), owner[order], tol))

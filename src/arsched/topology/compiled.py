@@ -39,11 +39,8 @@ class CompiledTopology:
         return int(self.adjacency[src, dst]) - 1
 
     def path_links(self, path: Sequence[str]) -> np.ndarray:
-        """Link indices along a path of node ids; -1 where a hop has no link."""
-        idx = np.fromiter((self.index.get(n, -1) for n in path), dtype=np.int64, count=len(path))
-        if (idx < 0).any() or len(idx) < 2:
-            return np.full(max(len(idx) - 1, 0), -1, dtype=np.int64)
-        return np.asarray(self.adjacency[idx[:-1], idx[1:]], dtype=np.int64).ravel() - 1
+        """Link indices along a path of node ids; -1 where a hop has no link or an unknown node."""
+        return self.paths_links([path])[1]
 
     def paths_links(self, paths: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
         """`path_links` of many paths in one lookup: each path's hop count (0 for a path of
