@@ -1,4 +1,4 @@
-"""The compiled event engine (`sim.engine`) on its own: the finish heap's compaction, batches
+"""The compiled event engine (`sim.engine`) on its own: the indexed finish heap, batches
 (their number changes nothing), progress, a trace log that outgrows its first buffer, and many
 flows sharing paths at staggered starts, against the reference flow simulation (simref)."""
 
@@ -22,24 +22,31 @@ def contended_ring(topology, seed: int, nbytes: float = 1e7, chunks: int | None 
     return ring_allreduce(topology, ranks, nbytes, chunks or len(ranks))
 
 
-def test_compaction_keeps_the_live_entries_in_heap_order():
+def test_the_indexed_finish_heap_follows_every_change_of_key():
+    """Random sets (new paths and changed keys) and removals, in and out of the top, against a
+    dict: the heap order holds, every path's recorded position is right, pops come sorted."""
     rng = np.random.default_rng(3)
-    size, paths = 64, 10
-    key, val, ver = np.zeros(size), np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
-    n = 0
-    for _ in range(size):
-        n = engine._push(key, val, ver, n, rng.random(), rng.integers(paths), rng.integers(3))
-    mult = rng.integers(0, 2, paths).astype(np.int64)
-    version = rng.integers(0, 3, paths).astype(np.int64)
-    live = sorted((k, v) for k, v, w in zip(key, val, ver, strict=True) if mult[v] > 0 and w == version[v])
-    m = engine._compact(key, val, ver, n, mult, version)
-    assert sorted(zip(key[:m], val[:m], strict=True)) == live
-    assert all(key[(i - 1) // 2] <= key[i] for i in range(1, m))
+    paths = 40
+    key, val = np.zeros(paths), np.zeros(paths, dtype=np.int64)
+    pos = np.full(paths, -1, dtype=np.int64)
+    live, n = {}, 0
+    for _ in range(2000):
+        p = int(rng.integers(paths))
+        if p in live and rng.random() < 0.3:
+            n = engine._remove(key, val, pos, n, pos[p])
+            del live[p]
+        else:
+            live[p] = float(rng.integers(20))  # ties too
+            n = engine._set(key, val, pos, n, live[p], p)
+        assert n == len(live)
+        assert all(key[(i - 1) // 2] <= key[i] for i in range(1, n))
+        assert all(pos[val[i]] == i for i in range(n)) and (pos >= 0).sum() == n
+        assert {int(v): float(k) for k, v in zip(key[:n], val[:n], strict=True)} == live
     popped = []
-    while m:
+    while n:
         popped.append(key[0])
-        m = engine._pop(key, val, ver, m)
-    assert popped == sorted(popped)
+        n = engine._remove(key, val, pos, n, 0)
+    assert popped == sorted(popped) and (pos == -1).all()
 
 
 def test_batches_change_nothing_and_progress_reaches_the_end(monkeypatch):

@@ -22,7 +22,10 @@ instant (within a relative `REL`) is handled together. What makes it fast:
   they started (a queue per path, a finish entry per path);
 - **heaps of events**: ready flows by their start, paths by their first flow's finish, finished
   flows by their arrival; a path's bytes served are brought up to date only when its rate or
-  its flows change (a version number marks its older finish entries stale);
+  its flows change. The finish heap is indexed (each path's entry is found and moved when its
+  rate changes), so it holds one entry per sending path: with stale entries left behind
+  instead, a refill of a giant component pushed dozens, the heap grew to the number of
+  transfers, and sifting them dominated the run (random rings on fat-trees);
 - **compiled** with numba (the loop is per event and per link, which numpy cannot batch).
 
 The kernel handles a batch of instants per call and returns, so that the caller can show
@@ -53,62 +56,77 @@ _READY, _SEND, _ARRIVE = 0, 1, 2  # the three heaps
 
 
 @numba.njit(cache=True)
-def _swap(key, val, ver, i, j):  # pragma: no cover - compiled
-    """Exchange heap entries i and j."""
-    key[i], key[j] = key[j], key[i]
-    val[i], val[j] = val[j], val[i]
-    ver[i], ver[j] = ver[j], ver[i]
+def _put(key, val, pos, i, k, v):  # pragma: no cover - compiled
+    """Entry i of a heap becomes (k, v); an indexed heap (`pos` not empty) records where v is."""
+    key[i], val[i] = k, v
+    if len(pos):
+        pos[v] = i
 
 
 @numba.njit(cache=True)
-def _push(key, val, ver, n, k, v, w):  # pragma: no cover - compiled
-    """Push (k, v, w) onto the binary min-heap of size n held in key/val/ver; the new size."""
-    i = n
-    key[i], val[i], ver[i] = k, v, w
+def _sift_up(key, val, pos, i):  # pragma: no cover - compiled
+    k, v = key[i], val[i]
     while i > 0:
         p = (i - 1) >> 1
-        if key[p] <= key[i]:
+        if key[p] <= k:
             break
-        _swap(key, val, ver, i, p)
+        _put(key, val, pos, i, key[p], val[p])
         i = p
+    _put(key, val, pos, i, k, v)
+
+
+@numba.njit(cache=True)
+def _sift_down(key, val, pos, n, i):  # pragma: no cover - compiled
+    k, v = key[i], val[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and key[c + 1] < key[c]:
+            c += 1
+        if k <= key[c]:
+            break
+        _put(key, val, pos, i, key[c], val[c])
+        i = c
+    _put(key, val, pos, i, k, v)
+
+
+@numba.njit(cache=True)
+def _push(key, val, pos, n, k, v):  # pragma: no cover - compiled
+    """Push (k, v) onto the binary min-heap of size n held in key/val; the new size."""
+    _put(key, val, pos, n, k, v)
+    _sift_up(key, val, pos, n)
     return n + 1
 
 
 @numba.njit(cache=True)
-def _sift_down(key, val, ver, n, i):  # pragma: no cover - compiled
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            return
-        if c + 1 < n and key[c + 1] < key[c]:
-            c += 1
-        if key[i] <= key[c]:
-            return
-        _swap(key, val, ver, i, c)
-        i = c
-
-
-@numba.njit(cache=True)
-def _pop(key, val, ver, n):  # pragma: no cover - compiled
-    """Remove the top of a heap of size n; the new size."""
+def _remove(key, val, pos, n, i):  # pragma: no cover - compiled
+    """Remove entry i (0: the top) of a heap of size n; the new size."""
+    if len(pos):
+        pos[val[i]] = -1
     n -= 1
-    key[0], val[0], ver[0] = key[n], val[n], ver[n]
-    _sift_down(key, val, ver, n, 0)
+    if i < n:
+        _put(key, val, pos, i, key[n], val[n])
+        if i > 0 and key[(i - 1) >> 1] > key[i]:
+            _sift_up(key, val, pos, i)
+        else:
+            _sift_down(key, val, pos, n, i)
     return n
 
 
 @numba.njit(cache=True)
-def _compact(key, val, ver, n, mult, version):  # pragma: no cover - compiled
-    """Drop the stale finish entries of a full heap and restore the heap order; the new size."""
-    m = 0
-    for i in range(n):
-        p = val[i]
-        if mult[p] > 0 and ver[i] == version[p]:
-            key[m], val[m], ver[m] = key[i], val[i], ver[i]
-            m += 1
-    for i in range(m // 2 - 1, -1, -1):
-        _sift_down(key, val, ver, m, i)
-    return m
+def _set(key, val, pos, n, k, v):  # pragma: no cover - compiled
+    """Give v the key k in the indexed heap of size n (pushed if absent); the new size."""
+    i = pos[v]
+    if i < 0:
+        return _push(key, val, pos, n, k, v)
+    old = key[i]
+    key[i] = k
+    if k < old:
+        _sift_up(key, val, pos, i)
+    else:
+        _sift_down(key, val, pos, n, i)
+    return n
 
 
 # fmt: off
@@ -178,9 +196,9 @@ def _run(
     path_of, pptr, plinks, powner, bottleneck, latency, pchunk, cap, alpha,
     member_of, group_left, wait_left, dep_ptr, dependents,
     send_at, done_at, target,
-    mult, prate, service, since, version, queue, qhead, qtail,
+    mult, prate, service, since, queue, qhead, qtail,
     occupancy, head, nxt, prv,
-    hkey, hval, hver, sizes,
+    hkey, hval, none, spos, sizes,
     link_mark, path_mark, comp_mark, touched, comp_links, comp_paths,
     dirty, count, left, growing, open_links, new_rate,
     clock, counters, log_t, log_p, log_r, batch,
@@ -190,15 +208,12 @@ def _run(
     counters: instants, transfers done, mark stamp, log entries; clock: the current time."""
     num_paths = len(mult)
     tracing = len(log_t) > 0
-    kR, vR, wR = hkey[_READY], hval[_READY], hver[_READY]
-    kS, vS, wS = hkey[_SEND], hval[_SEND], hver[_SEND]
-    kA, vA, wA = hkey[_ARRIVE], hval[_ARRIVE], hver[_ARRIVE]
-    capacity = len(kS)
+    kR, vR = hkey[_READY], hval[_READY]
+    kS, vS = hkey[_SEND], hval[_SEND]
+    kA, vA = hkey[_ARRIVE], hval[_ARRIVE]
     now = clock[0]
     done_here = 0
     while True:
-        while sizes[_SEND] > 0 and (mult[vS[0]] == 0 or wS[0] != version[vS[0]]):
-            sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])  # stale finish entries
         if sizes[_READY] == 0 and sizes[_SEND] == 0 and sizes[_ARRIVE] == 0:
             clock[0] = now
             return _FINISHED
@@ -228,7 +243,7 @@ def _run(
         # arrivals: dependents become ready and wait alpha
         while sizes[_ARRIVE] > 0 and kA[0] <= now + tol:
             f = vA[0]
-            sizes[_ARRIVE] = _pop(kA, vA, wA, sizes[_ARRIVE])
+            sizes[_ARRIVE] = _remove(kA, vA, none, sizes[_ARRIVE], 0)
             arrived = True
             counters[1] += 1
             for j in range(member_of.shape[1]):
@@ -242,16 +257,13 @@ def _run(
                         wait_left[d] -= 1
                         if wait_left[d] == 0:
                             send_at[d] = now + alpha
-                            sizes[_READY] = _push(kR, vR, wR, sizes[_READY], send_at[d], d, 0)
+                            sizes[_READY] = _push(kR, vR, none, sizes[_READY], send_at[d], d)
         # last bytes sent: flows leave their path (oldest first) and fly for its latency
         while sizes[_SEND] > 0:
             p = vS[0]
-            if mult[p] == 0 or wS[0] != version[p]:
-                sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])
-                continue
             if kS[0] > now + tol + REL * pchunk[p] / prate[p]:
                 break
-            sizes[_SEND] = _pop(kS, vS, wS, sizes[_SEND])
+            sizes[_SEND] = _remove(kS, vS, spos, sizes[_SEND], 0)
             lam0 = min(lam0, prate[p])
             service[p] += prate[p] * (now - since[p])
             since[p] = now
@@ -264,7 +276,7 @@ def _run(
                 mult[p] -= 1
                 gone += 1
                 done_at[f] = now + latency[p]
-                sizes[_ARRIVE] = _push(kA, vA, wA, sizes[_ARRIVE], done_at[f], f, 0)
+                sizes[_ARRIVE] = _push(kA, vA, none, sizes[_ARRIVE], done_at[f], f)
             changed = True
             if path_mark[p] != stamp:
                 path_mark[p] = stamp
@@ -287,7 +299,7 @@ def _run(
         # starts
         while sizes[_READY] > 0 and kR[0] <= now + tol:
             f = vR[0]
-            sizes[_READY] = _pop(kR, vR, wR, sizes[_READY])
+            sizes[_READY] = _remove(kR, vR, none, sizes[_READY], 0)
             changed = True
             p = path_of[f]
             if mult[p] == 0:
@@ -325,10 +337,7 @@ def _run(
                 share = min(share, cap[plinks[e]] / occupancy[plinks[e]])
             lam0 = min(lam0, share)
             if alone:
-                version[p] += 1
-                if sizes[_SEND] == capacity:
-                    sizes[_SEND] = _compact(kS, vS, wS, sizes[_SEND], mult, version)
-                sizes[_SEND] = _push(kS, vS, wS, sizes[_SEND], now + pchunk[p] / prate[p], p, version[p])
+                sizes[_SEND] = _set(kS, vS, spos, sizes[_SEND], now + pchunk[p] / prate[p], p)
         ncomp = 0
         if ntouched > 0:
             # the paths whose rate can change and the links they cross, breadth first from the
@@ -382,11 +391,8 @@ def _run(
                 service[p] += prate[p] * (now - since[p])
                 since[p] = now
                 prate[p] = r
-                version[p] += 1
-                if sizes[_SEND] == capacity:
-                    sizes[_SEND] = _compact(kS, vS, wS, sizes[_SEND], mult, version)
                 k = now + (target[queue[qhead[p]]] - service[p]) / r
-                sizes[_SEND] = _push(kS, vS, wS, sizes[_SEND], k, p, version[p])
+                sizes[_SEND] = _set(kS, vS, spos, sizes[_SEND], k, p)
                 if path_mark[p] != stamp:
                     path_mark[p] = stamp
                     dirty[ndirty] = p
@@ -435,7 +441,7 @@ def _start(
     """Every array the kernel reads and writes, kept between its calls: nothing sent yet, the
     transfers that wait for nothing ready at their release time plus α."""
     n, num_paths, entries = len(paths.of), len(paths.ptr) - 1, len(paths.links)
-    heap = max(n, 2 * num_paths) + 16  # finish entries: one live per path, the stale ones compacted away
+    heap = max(n, num_paths)  # ready and arrival entries: one per transfer; finish entries: one per path
     queue_ptr = np.concatenate([[0], np.cumsum(np.bincount(paths.of, minlength=num_paths))])
     log = 4 * num_paths + 16 if trace else 0
     a = {
@@ -448,7 +454,6 @@ def _start(
         "prate": np.zeros(num_paths),
         "service": np.zeros(num_paths),
         "since": np.zeros(num_paths),
-        "version": np.zeros(num_paths, dtype=np.int64),
         "queue": np.zeros(n, dtype=np.int64),
         "qhead": queue_ptr[:-1].copy(),
         "qtail": queue_ptr[:-1].copy(),
@@ -458,7 +463,8 @@ def _start(
         "prv": np.full(entries, -1, dtype=np.int64),
         "hkey": np.zeros((3, heap)),
         "hval": np.zeros((3, heap), dtype=np.int64),
-        "hver": np.zeros((3, heap), dtype=np.int64),
+        "none": np.zeros(0, dtype=np.int64),  # the ready and arrival heaps are not indexed
+        "spos": np.full(num_paths, -1, dtype=np.int64),  # each path's finish entry in its heap
         "sizes": np.zeros(3, dtype=np.int64),
         "link_mark": np.zeros(num_links, dtype=np.int64),
         "path_mark": np.zeros(num_paths, dtype=np.int64),
@@ -521,9 +527,9 @@ def simulate_events(
             capacity, alpha,
             deps.member_of, a["group_left"], a["wait_left"], deps.dep_ptr, deps.dependents,
             a["send_at"], a["done_at"], a["target"],
-            a["mult"], a["prate"], a["service"], a["since"], a["version"], a["queue"], a["qhead"], a["qtail"],
+            a["mult"], a["prate"], a["service"], a["since"], a["queue"], a["qhead"], a["qtail"],
             a["occupancy"], a["head"], a["nxt"], a["prv"],
-            a["hkey"], a["hval"], a["hver"], a["sizes"],
+            a["hkey"], a["hval"], a["none"], a["spos"], a["sizes"],
             a["link_mark"], a["path_mark"], a["comp_mark"], a["touched"], a["comp_links"], a["comp_paths"],
             a["dirty"], a["count"], a["left"], a["growing"], a["open_links"], a["new_rate"],
             a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], BATCH,
