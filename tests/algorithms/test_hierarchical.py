@@ -160,3 +160,24 @@ def test_pieces_stay_within_the_transfer_limit(monkeypatch):
     capped = build("hierarchical", topo, None, 256e6)
     check(capped)
     assert len(capped) <= len(free) // 4 < len(free)
+
+
+@pytest.mark.parametrize("spec", ["hgx:boxes=2", "hgx:boxes=3,gpus_per_box=4"])
+def test_estimate_charges_alpha_as_the_simulation_does(spec):
+    """What α adds to the estimate of the most pieces it prices matches what it adds to their
+    simulated time (within 20 %): a connection pays α once per step it carries, and consecutive
+    pieces share steps, so S pieces cost about S + steps − 1 α, not one per phase of each."""
+    import arsched.algorithms.hierarchical as hierarchical
+
+    topo = parse_spec(spec)
+    params = build("hierarchical", topo, None, 256e6, stages=1).meta["params"]
+    grid = np.array([[topo.servers.index(r) for r in row] for row in params["groups"]])
+    plan = Plan(grid, params["intra"], params["rail"])
+    alpha = 5e-6
+    free = {tuple(w): c for c, w in estimate(topo, topo.servers, plan, 256e6, 0.0)}
+    paid = {tuple(w): c for c, w in estimate(topo, topo.servers, plan, 256e6, alpha)}
+    pieces = max(set(free) & set(paid), key=len)
+    s = hierarchical._schedule(topo, topo.servers, 256e6, plan, list(pieces))
+    check(s)
+    simulated = simulate_flow(s, alpha).time_s - simulate_flow(s, 0.0).time_s
+    assert paid[pieces] - free[pieces] == pytest.approx(simulated, rel=0.2)

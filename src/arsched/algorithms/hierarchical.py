@@ -42,6 +42,7 @@ and stays above the bound however it is pipelined.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ from scipy.sparse.csgraph import connected_components
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.dimension_ordered import phase
-from arsched.algorithms.packing.pipeline import MAX_STAGES, step_overhead
+from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import route
 from arsched.bounds import allreduce_bound
@@ -297,13 +298,18 @@ def estimate(
     T is the busiest link's time over the whole AllReduce, and the phases' busiest links take
     p0 (intra reduce-scatter), p1 (rail) and p2 (intra all-gather) one after the other; what
     they take beyond T, F = p0 + p1 + p2 − T, is what the pipeline's ends expose, in proportion
-    to the end pieces' shares: F·(w_first + w_last) / (2·W) for sizes w summing to W. Every
-    piece costs a connection k·o (o = `step_overhead`, k the steps of one piece that one
-    connection carries at most), so S pieces cost (k·S + steps − k)·o. Candidates: S equal
-    pieces (S = √(F / (k·o))), and ramps (`ramp`) whose growth is at most what the busiest
-    phase hides of its neighbours, min(p1 / p0, p1 / p2) where the rail is busiest (that ratio
-    and the gentler `GROWTHS` below it), with at most `MAX_STAGES` units in all and at most
-    `TRANSFERS` transfers.
+    to the end pieces' shares: F·(w_first + w_last) / (2·W) for sizes w summing to W. A
+    connection carries its steps in order, each after the previous one has arrived, so every
+    step it carries costs α plus its route's latency. Piece s enters one step after piece
+    s − 1, so a connection's steps for piece s are its steps for piece s − 1 shifted by one
+    and the pieces' steps on it coincide (with direct phases, piece s's all-gather inside a box
+    shares a step with piece s + 3's reduce-scatter): a connection whose steps of one piece
+    are d_1 < .. < d_m carries the union of d_i .. d_i + S − 1, S + Σ min(d_(i+1) − d_i, S)
+    steps, and S pieces cost the most of these over the connections. Candidates: S equal
+    pieces (S = √(F / o), o the dearest step), and ramps (`ramp`) whose growth is at most what
+    the busiest phase hides of its neighbours, min(p1 / p0, p1 / p2) where the rail is busiest
+    (that ratio and the gentler `GROWTHS` below it), held at every size that fits, with at most
+    `MAX_STAGES` units in all and at most `TRANSFERS` transfers.
     """
     n = len(ranks)
     tally = _Tally()
@@ -323,27 +329,44 @@ def estimate(
     whole = busiest(np.ones(len(step), dtype=bool))
     p = [busiest(phase == i) for i in range(3)]
     fill = max(sum(p) - whole, 0.0)
-    o = step_overhead(topology, alpha)
-    k = max(2 * plan.inner_steps, plan.rail_steps)
+    # every connection's distinct steps of one piece, the gaps between them, and what each of
+    # its steps costs
+    key = np.unique(pair * (plan.steps + 1) + step)
+    conn, at = key // (plan.steps + 1), key % (plan.steps + 1)
+    same = conn[1:] == conn[:-1]
+    gaps, gap_conn = np.diff(at)[same], conn[1:][same]
+    latency = np.bincount(
+        np.repeat(np.arange(len(routes.src)), routes.hops), topology.compiled.latency[routes.links]
+    )
+    per_step = alpha + latency
+
+    @functools.cache
+    def overhead(pieces: int) -> float:
+        carried = pieces + np.bincount(gap_conn, np.minimum(gaps, pieces), minlength=len(per_step))
+        return float((carried * per_step).max())
 
     def cost(w: list[int]) -> float:
         ends = fill * (w[0] + w[-1]) / (2 * sum(w))
-        return whole + ends + (k * len(w) + plan.steps - k) * o
+        return whole + ends + overhead(len(w))
 
     units = max(1, min(MAX_STAGES, TRANSFERS // len(step)))  # len(step): one unit's transfers
-    equal = int(np.clip(round(math.sqrt(fill / (k * o))), 1, units)) if fill > 0 else 1
-    options = [[1] * equal]
+    if fill <= 0:
+        equal = 1
+    else:  # with no cost per step, as many pieces as the limit allows
+        o = float(per_step.max())
+        equal = int(np.clip(round(math.sqrt(fill / o)), 1, units)) if o > 0 else units
+    options = {(1,) * equal: None}
     ratio = min(p[1] / p[0], p[1] / p[2]) if min(p[0], p[2]) > 0 else 0.0
     growths = sorted({ratio, *(g for g in GROWTHS if g < ratio)}) if ratio > 1 and fill > 0 else []
     for growth in growths:
         top = 2
         while top <= units:
-            for hold in range(1, 2 * k + 3):
-                w = ramp(growth, top, hold)
-                if sum(w) <= units and w not in options:
-                    options.append(w)
+            hold = 1
+            while sum(w := ramp(growth, top, hold)) <= units:
+                options.setdefault(tuple(w))
+                hold += 1
             top *= 2
-    return sorted(((cost(w), w) for w in options), key=lambda c: c[0])
+    return sorted(((cost(list(w)), list(w)) for w in options), key=lambda c: c[0])
 
 
 def _choose(name: str, value: str, options: tuple[str, ...]) -> tuple[str, ...]:
