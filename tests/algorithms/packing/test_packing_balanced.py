@@ -129,17 +129,31 @@ def test_balanced_steps_reach_the_bound_on_the_torus():
     ranks = tuple(topo.servers)
     size = 256e6
     bound = allreduce_bound(topo, ranks, size)
-    plan = B.balance(topo, ranks, size, step_overhead(topo, 5e-6))
-    assert bound <= plan.time <= bound * 1.03
-    assert len(plan.columns) == B.chunk_count(len(ranks), size) == B.CHUNKS
     chosen = build("tree-packing", topo, None, size)
     assert chosen.meta["params"]["levels"] is True and validate(chosen).ok
-    assert chosen.meta["level_time"] == pytest.approx(plan.time)
+    assert bound <= chosen.meta["level_time"] <= bound * 1.03
+    assert chosen.num_chunks == B.chunk_count(len(ranks), size) == B.CHUNKS
     piped = build("tree-packing", topo, None, size, levels=False)
     assert validate(piped).ok
     gap = simulate_flow(chosen, fifo=True).gap
     assert gap <= 1.05
     assert simulate_flow(chosen, fifo=True).time_s < simulate_flow(piped, fifo=True).time_s
+
+
+def test_balanced_steps_weigh_the_total_load_on_a_mesh_of_unequal_links():
+    """An MI250 box (16 GCDs, xGMI links of 50 to 200 GB/s, every link saturated at the cut
+    bound): with barriers within 1.5× the bound over 256 chunks, where the sharp prices alone
+    at the first R that the next two do not improve took 1.72× (measured); the plan, whose R and
+    sharpness are the searched ones, valid."""
+    topo = parse_spec("mi250:boxes=1")
+    ranks = tuple(topo.servers)
+    bound = allreduce_bound(topo, ranks, 256e6)
+    plan = B.balance(topo, ranks, 256e6, step_overhead(topo, 5e-6), chunks=256)
+    assert bound <= plan.time <= 1.5 * bound
+    b = ScheduleBuilder(topo, ranks, 256e6, len(plan.columns), "tree-packing", {})
+    B.add_balanced(b, plan)
+    s = b.build()
+    assert validate(s).ok and numeric_check(s).ok
 
 
 def test_the_placement_keeps_its_load_and_steps_right():

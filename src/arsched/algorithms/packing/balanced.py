@@ -10,7 +10,10 @@ as a ring's rotations do. (A schedule built this way records `levels: true` in i
 Placement (`Placer`): chunk by chunk, greedily, under exponential prices in the manner of
 multiplicative weights (Garg & Könemann 2007; Young's greedy for packing problems, SODA 1995).
 Every (step, link) costs exp(β·load / highest load) / capacity, so a link-step that is already
-busy costs much more than an idle one. Chunk k is rooted at rank k mod n and takes a Prim tree
+busy costs much more than an idle one. A sharp β (50) is nearly a greedy for the busiest
+link-step alone; a softer one (10) also weighs the total load, which matters where the cut
+bound saturates every link (an MI250 box's xGMI mesh and its NICs): the plan is placed with
+each of `SHARPNESS` and the faster kept. Chunk k is rooted at rank k mod n and takes a Prim tree
 grown from the root down, every rank attached to the parent and step (before the parent's)
 that cost least (`prim`, compiled). Where that strands ranks (all their neighbours in the tree
 already at step 1), the stranded ranks `join` the tree by their cheapest edges and every step
@@ -55,10 +58,9 @@ from arsched.topology.core import Topology
 CHUNKS = 2048  # chunks at most (each placed as a column of its own) ...
 TRANSFERS = 524288  # ... fewer where their transfers would exceed this ...
 MIN_CHUNK = 65536  # ... and to chunks of at least this many bytes
-SHARPNESS = 50.0  # β: a link-step as loaded as the busiest costs e^β times an idle one
+SHARPNESS = (50.0, 10.0)  # β tried: a link-step as loaded as the busiest costs e^β times an idle one
 SWEEPS = 3  # rip-up-and-re-place passes over all chunks after the first placement
-MORE_STEPS = 8  # steps tried beyond the overlay's diameter + 1 ...
-GAIN = 0.005  # ... while each one shortens the time with barriers by this share at least
+MORE_STEPS = 8  # steps tried beyond the overlay's diameter + 1
 
 
 def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
@@ -198,11 +200,12 @@ class Network:
 
 
 class Placer:
-    """`chunks` chunks placed over R = `steps` reduce steps of `net`, one column each, and the
-    (2R × links) load they put on the link-steps (in chunks / capacity)."""
+    """`chunks` chunks placed over R = `steps` reduce steps of `net`, one column each, under
+    prices of sharpness β = `sharpness`, and the (2R × links) load they put on the link-steps
+    (in chunks / capacity)."""
 
-    def __init__(self, net: Network, steps: int, chunks: int) -> None:
-        self.net, self.steps, self.n = net, steps, len(net.pair)
+    def __init__(self, net: Network, steps: int, chunks: int, sharpness: float = SHARPNESS[0]) -> None:
+        self.net, self.steps, self.n, self.sharpness = net, steps, len(net.pair), sharpness
         self.load = np.zeros((2 * steps, len(net.caps)))
         self.inverse = np.tile(1 / net.caps, 2 * steps)  # a chunk's load on row (s, e)
         self.columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # parent, step, rows
@@ -269,7 +272,7 @@ class Placer:
         """(2R × pairs) prices: every link-step exp(β·load / highest load) / capacity, summed
         over each pair's route."""
         relative = self.load / max(float(self.load.max()), 1e-300)
-        return (self.net.use @ (np.exp(SHARPNESS * relative) / self.net.caps).T).T
+        return (self.net.use @ (np.exp(self.sharpness * relative) / self.net.caps).T).T
 
     def _attach_costs(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cost, prefix minimum over steps) of rank c joining parent p at step s, (n × n × R),
@@ -318,33 +321,27 @@ def balance(
     """The balanced plan of `chunks` chunks (default `chunk_count`; chunk k rooted at rank
     k mod n) over the `overlay`'s pairs, each step costing `overhead` seconds besides its bytes.
 
-    R starts at the overlay's diameter + 1 (every breadth-first tree fits) and grows, up to
-    `MORE_STEPS` more, while a step more saves `GAIN` of the time with barriers (after one
-    sweep; it stops at the second R in a row that does not): more steps give leaves more room
-    to wait (deep trees need them), and cost a step's overhead each. The best placement then
-    gets the rest of its `SWEEPS`."""
+    R is the fastest with barriers (after one sweep, at the first `SHARPNESS`) from the
+    overlay's diameter + 1 (every breadth-first tree fits) to `MORE_STEPS` more: more steps give
+    leaves more room to wait (deep trees need them) and cost a step's overhead each, and the
+    time is not monotone in R (on an MI250 box it rises for several steps before it falls well
+    below its first value), so every R is tried. At that R the other sharpnesses place the plan again, and
+    the fastest gets the rest of its `SWEEPS`."""
     net = Network.of(topology, ranks)
     chunks = chunk_count(len(ranks), nbytes) if chunks is None else chunks
 
-    def placed(steps: int) -> tuple[Placer, float]:
-        placer = Placer(net, steps, chunks)
+    def placed(steps: int, sharpness: float) -> tuple[float, Placer]:
+        placer = Placer(net, steps, chunks, sharpness)
         placer.sweep()
-        return placer, placer.time(nbytes, overhead)
+        return placer.time(nbytes, overhead), placer
 
     first = net.least_steps
-    best, best_time = placed(first)
-    misses = 0
-    for steps in range(first + 1, first + MORE_STEPS + 1):
-        placer, time = placed(steps)
-        if time < best_time * (1 - GAIN):
-            best, best_time, misses = placer, time, 0
-        else:
-            misses += 1
-            if misses == 2:
-                break
+    best = min((placed(r, SHARPNESS[0]) for r in range(first, first + MORE_STEPS + 1)), key=lambda x: x[0])
+    best = min([best, *(placed(best[1].steps, beta) for beta in SHARPNESS[1:])], key=lambda x: x[0])
+    placer = best[1]
     for _ in range(SWEEPS - 1):
-        best.sweep()
-    return best.plan(nbytes, overhead)
+        placer.sweep()
+    return placer.plan(nbytes, overhead)
 
 
 def add_balanced(b: ScheduleBuilder, plan: BalancedPlan) -> None:
