@@ -37,7 +37,14 @@ scalable units) the lowest-index routes would put every rail's traffic on one sp
 Limitation: both intra phases cross each GPU's link to its box fabric, 2·(g − 1)/g of the
 vector in all. Where that is more than the rail carries (4 H100 boxes: 2 · 7/8 · M at 450 GB/s
 against 2 · 3/4 · M/8 at 50 GB/s), the scheme is bound by the box fabric, not by the network cut,
-and stays above the bound however it is pipelined.
+and stays above the bound however it is pipelined. Where the box fabric and the rail are both
+busy for nearly the bound's time (H100 boxes), nothing hides the pipeline's ends, and every
+piece costs each connection a step: the pieces trade exposed ends against steps (`estimate`),
+and with many boxes `TRANSFERS` bounds them (a unit of one chunk per rank is N·(g − 1)·G
+transfers inside the boxes per phase). On a box without a switch (MI250's xGMI mesh) `direct`
+routes through other GPUs and `ring` uses one of a GPU's links: neither comes near the mesh's
+cut, and even a reduce-scatter at the mesh's own bound would leave this scheme above the
+cluster's bound, which counts the NICs' ingress too; tree packing is the scheme there.
 """
 
 from __future__ import annotations
