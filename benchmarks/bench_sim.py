@@ -5,14 +5,17 @@
    core. Peak memory is measured with tracemalloc (numpy reports its buffers there).
 2. Contention: schedules whose flows share links, so the flow model runs its event simulation;
    the table gives events and transfers per second and peak memory (issue 22's cases).
-3. Jobs: eight ring jobs sharing a 1,024-host fat-tree, simulated together.
-4. Files: a ring's schedule as JSON and as columnar .npz, size and save/load time.
+3. Order sensitivity: contended schedules simulated again with their transfers stored in a
+   shuffled order; how far the makespan and each transfer's end move.
+4. Jobs: eight ring jobs sharing a 1,024-host fat-tree, simulated together.
+5. Files: a ring's schedule as JSON and as columnar .npz, size and save/load time.
 
 Run: python benchmarks/bench_sim.py [--quick]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import queue
 import resource
@@ -115,6 +118,7 @@ def main(quick: bool = False) -> None:
         ),
     )
     contention(quick)
+    sensitivity(quick)
     jobs(quick)
     files(quick)
 
@@ -215,6 +219,58 @@ def contention(quick: bool) -> None:
             ],
             rows,
         ),
+    )
+
+
+SENSITIVE = [  # contended cases whose transfers are stored again in a shuffled order
+    "ring, random order, bcube(4,2)",
+    "ring, random order, fattree(8)",
+    "ring, random order, fattree(12)",
+    "tree packing, dcell(3,2)",
+]
+
+
+def _shuffled(s, seed: int):
+    """The same schedule with its transfers stored in a random order (the permutation too)."""
+    order = np.random.default_rng(seed).permutation(len(s))
+    cols = ("step", "chunk", "src", "dst", "op", "path_id")
+    return dataclasses.replace(s, **{c: getattr(s, c)[order] for c in cols}), order
+
+
+def sensitivity(quick: bool) -> None:
+    """The flow model's answer when only the storage order of the transfers changes: events
+    at one instant are then handled in another order, which changes nothing in exact arithmetic
+    but the rounding of the rates' sums."""
+    rows = []
+    for name in SENSITIVE[:2] if quick else SENSITIVE:
+        s = CASES[name]()
+        r = simulate_flow(s)
+        for seed in (1, 2):
+            t, order = _shuffled(s, seed)
+            other = simulate_flow(t)
+            end = np.empty(len(s))
+            end[order] = other.end
+            diff = np.abs(end - r.end) / r.end
+            rows.append(
+                [
+                    name,
+                    seed,
+                    f"{abs(other.time_s - r.time_s) / r.time_s:.1e}",
+                    f"{diff.max():.1e}",
+                    f"{np.median(diff):.1e}",
+                    f"{np.mean(diff > 1e-9) * 100:.0f} %",
+                ]
+            )
+    publish(
+        "Order sensitivity of the flow model",
+        "Each contended schedule simulated again with its transfers stored in a shuffled order "
+        "(seed): simultaneous events are then handled in another order, which changes only the "
+        "rounding of sums of rates. Relative difference of the makespan and of every transfer's "
+        "end time (largest, median, share above 1e-9). Where every instant reshapes one giant "
+        "component, differences of 1e-16 grow from instant to instant (a flow that finishes a "
+        "hair earlier shares differently at the next instant): such per-transfer times are known "
+        "only to this precision, the makespan much better. Produced by `benchmarks/bench_sim.py`.",
+        markdown(["schedule", "seed", "makespan", "end: max", "end: median", "ends > 1e-9 apart"], rows),
     )
 
 
