@@ -325,23 +325,26 @@ def balance(
     overlay's diameter + 1 (every breadth-first tree fits) to `MORE_STEPS` more: more steps give
     leaves more room to wait (deep trees need them) and cost a step's overhead each, and the
     time is not monotone in R (on an MI250 box it rises for several steps before it falls well
-    below its first value), so every R is tried. At that R the other sharpnesses place the plan again, and
-    the fastest gets the rest of its `SWEEPS`."""
+    below its first value), so every R is tried. That placement gets the rest of its `SWEEPS`,
+    the other sharpnesses place the plan again at that R with all of theirs, and the fastest
+    is kept (on a tie the first)."""
     net = Network.of(topology, ranks)
     chunks = chunk_count(len(ranks), nbytes) if chunks is None else chunks
 
-    def placed(steps: int, sharpness: float) -> tuple[float, Placer]:
+    def placed(steps: int, sharpness: float, sweeps: int) -> tuple[float, Placer]:
         placer = Placer(net, steps, chunks, sharpness)
-        placer.sweep()
+        for _ in range(sweeps):
+            placer.sweep()
         return placer.time(nbytes, overhead), placer
 
     first = net.least_steps
-    best = min((placed(r, SHARPNESS[0]) for r in range(first, first + MORE_STEPS + 1)), key=lambda x: x[0])
-    best = min([best, *(placed(best[1].steps, beta) for beta in SHARPNESS[1:])], key=lambda x: x[0])
-    placer = best[1]
+    scan = min((placed(r, SHARPNESS[0], 1) for r in range(first, first + MORE_STEPS + 1)), key=lambda x: x[0])
+    placer = scan[1]
     for _ in range(SWEEPS - 1):
         placer.sweep()
-    return placer.plan(nbytes, overhead)
+    others = (placed(placer.steps, beta, SWEEPS) for beta in SHARPNESS[1:])
+    best = min([(placer.time(nbytes, overhead), placer), *others], key=lambda x: x[0])[1]
+    return best.plan(nbytes, overhead)
 
 
 def add_balanced(b: ScheduleBuilder, plan: BalancedPlan) -> None:
