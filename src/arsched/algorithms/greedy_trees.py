@@ -79,11 +79,15 @@ def first_fit(engine: FlowTreeEngine, flows: np.ndarray) -> list[int]:
 
 def fill_round(engine: FlowTreeEngine, flows: np.ndarray) -> list[int]:
     """A conflict-free subset of the flows (given in priority order) for one round: first fit,
-    then (1,2)-swaps while any helps: a picked flow is traded for two or more unpicked ones
-    (earliest first) that conflict with it alone. First fit gives a maximal set; the swaps
-    make it larger (on BCube a round can carry a flow on every port, and first fit leaves
-    some idle)."""
-    picked = first_fit(engine, flows)
+    then `widen`."""
+    return widen(engine, flows, first_fit(engine, flows))
+
+
+def widen(engine: FlowTreeEngine, flows: np.ndarray, picked: list[int]) -> list[int]:
+    """The conflict-free `picked` of the flows (in priority order), after (1,2)-swaps while any
+    helps: a picked flow is traded for two or more unpicked ones (earliest first) that conflict
+    with it alone. First fit gives a maximal set; the swaps make it larger (on BCube a round can
+    carry a flow on every port, and first fit leaves some idle)."""
     num_links = engine.topology.compiled.num_links
     owner = np.full(num_links + 1, -1, dtype=np.int64)  # the last entry: the padding of link_matrix
     for f in picked:

@@ -10,8 +10,12 @@ node, and the round is the conflict-free set that first fit takes in score order
 sharing no directed link with a flow taken before them). Sampling the order by Gumbel noise on
 the scores makes the round a draw from a Plackett–Luce policy whose probability is exact
 (`arsched.rl.nets.round_log_prob`), so an episode is tens to hundreds of decisions, not one per
-flow. Every feature is a ratio (no ids, no counts that grow with the network), so one policy
-runs on networks it never saw. Whatever the decisions, the episode ends in a schedule the
+flow. The environment then widens the round with greedy-trees' swaps (`widen`), a fixed rule
+like the engine's checks: with it, greedy's own order gives greedy-trees' rounds exactly
+(without it, fewer flows per round and slower schedules: the warm start imitated a weaker
+teacher than the baseline it is judged against; bench_rl_warm). Every feature
+is a ratio (no ids, no counts that grow with the network), so one policy runs on networks it
+never saw. Whatever the decisions, the episode ends in a schedule the
 validator accepts: every round is checked by the engine.
 """
 
@@ -23,7 +27,7 @@ import numpy as np
 from scipy import sparse
 
 from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine
-from arsched.algorithms.greedy_trees import critical_path, first_fit, round_order
+from arsched.algorithms.greedy_trees import critical_path, first_fit, round_order, widen
 from arsched.collective.schedule import Schedule
 from arsched.rl.instance import Instance
 
@@ -189,11 +193,14 @@ class Episode:
 
     def play(self, graph: RoundGraph, order: np.ndarray) -> np.ndarray:
         """Run the round that first fit takes from the graph's flows in `order` (local
-        indices); returns the local indices taken, in the order taken."""
+        indices), widened by greedy-trees' swaps (`widen`: a rule of the environment, as in
+        greedy-trees, so that greedy's order gives greedy's rounds); returns the local indices
+        first fit took, in the order taken: the decision whose probability the policy gives."""
         e = self.engine
-        picked = first_fit(e, graph.flows[order])
+        ordered = graph.flows[order]
+        picked = first_fit(e, ordered)
         local = {int(f): i for i, f in enumerate(graph.flows.tolist())}
-        e.execute(picked)
+        e.execute(widen(e, ordered, picked))
         self._since[(self._since < 0) & e.available] = self.rounds
         return np.array([local[f] for f in picked], dtype=np.int64)
 
