@@ -198,7 +198,7 @@ def _run(
     send_at, done_at, target,
     mult, prate, service, since, queue, qhead, qtail,
     occupancy, head, nxt, prv,
-    hkey, hval, none, spos, sizes,
+    hkey, hval, spos, sizes,
     link_mark, path_mark, comp_mark, touched, comp_links, comp_paths,
     dirty, count, left, growing, open_links, new_rate,
     clock, counters, log_t, log_p, log_r, batch,
@@ -208,6 +208,7 @@ def _run(
     counters: instants, transfers done, mark stamp, log entries; clock: the current time."""
     num_paths = len(mult)
     tracing = len(log_t) > 0
+    unindexed = np.empty(0, dtype=np.int64)  # the ready and arrival heaps keep no positions
     kR, vR = hkey[_READY], hval[_READY]
     kS, vS = hkey[_SEND], hval[_SEND]
     kA, vA = hkey[_ARRIVE], hval[_ARRIVE]
@@ -243,7 +244,7 @@ def _run(
         # arrivals: dependents become ready and wait alpha
         while sizes[_ARRIVE] > 0 and kA[0] <= now + tol:
             f = vA[0]
-            sizes[_ARRIVE] = _remove(kA, vA, none, sizes[_ARRIVE], 0)
+            sizes[_ARRIVE] = _remove(kA, vA, unindexed, sizes[_ARRIVE], 0)
             arrived = True
             counters[1] += 1
             for j in range(member_of.shape[1]):
@@ -257,7 +258,7 @@ def _run(
                         wait_left[d] -= 1
                         if wait_left[d] == 0:
                             send_at[d] = now + alpha
-                            sizes[_READY] = _push(kR, vR, none, sizes[_READY], send_at[d], d)
+                            sizes[_READY] = _push(kR, vR, unindexed, sizes[_READY], send_at[d], d)
         # last bytes sent: flows leave their path (oldest first) and fly for its latency
         while sizes[_SEND] > 0:
             p = vS[0]
@@ -276,7 +277,7 @@ def _run(
                 mult[p] -= 1
                 gone += 1
                 done_at[f] = now + latency[p]
-                sizes[_ARRIVE] = _push(kA, vA, none, sizes[_ARRIVE], done_at[f], f)
+                sizes[_ARRIVE] = _push(kA, vA, unindexed, sizes[_ARRIVE], done_at[f], f)
             changed = True
             if path_mark[p] != stamp:
                 path_mark[p] = stamp
@@ -299,7 +300,7 @@ def _run(
         # starts
         while sizes[_READY] > 0 and kR[0] <= now + tol:
             f = vR[0]
-            sizes[_READY] = _remove(kR, vR, none, sizes[_READY], 0)
+            sizes[_READY] = _remove(kR, vR, unindexed, sizes[_READY], 0)
             changed = True
             p = path_of[f]
             if mult[p] == 0:
@@ -463,7 +464,6 @@ def _start(
         "prv": np.full(entries, -1, dtype=np.int64),
         "hkey": np.zeros((3, heap)),
         "hval": np.zeros((3, heap), dtype=np.int64),
-        "none": np.zeros(0, dtype=np.int64),  # the ready and arrival heaps are not indexed
         "spos": np.full(num_paths, -1, dtype=np.int64),  # each path's finish entry in its heap
         "sizes": np.zeros(3, dtype=np.int64),
         "link_mark": np.zeros(num_links, dtype=np.int64),
@@ -529,7 +529,7 @@ def simulate_events(
             a["send_at"], a["done_at"], a["target"],
             a["mult"], a["prate"], a["service"], a["since"], a["queue"], a["qhead"], a["qtail"],
             a["occupancy"], a["head"], a["nxt"], a["prv"],
-            a["hkey"], a["hval"], a["none"], a["spos"], a["sizes"],
+            a["hkey"], a["hval"], a["spos"], a["sizes"],
             a["link_mark"], a["path_mark"], a["comp_mark"], a["touched"], a["comp_links"], a["comp_paths"],
             a["dirty"], a["count"], a["left"], a["growing"], a["open_links"], a["new_rate"],
             a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], BATCH,
