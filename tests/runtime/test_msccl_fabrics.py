@@ -63,9 +63,12 @@ def test_each_thread_block_carries_one_rail(spec, name):
     # the runtime routes a connection itself; the imported schedule's routes keep the rails
     back = from_xml(to_xml(s), s.topology, s.ranks, s.nbytes)
     assert rails_per_connection(back) == per_connection
-    if name == "tree-packing":  # tree packing uses every rail
+    if name == "tree-packing":  # tree packing spreads its chunks over the rails
         nics = {int(m[1]) for n in s.topology.switches if (m := re.fullmatch(r"nic\d+_(\d+)", n))}
-        assert set().union(*(r for sets in per_connection.values() for r in sets)) == nics
+        used = set().union(*(r for sets in per_connection.values() for r in sets))
+        # every chunk's tree crosses the boxes; with fewer chunks than rails (1 MB: 15 chunks,
+        # 16 rails) a tree crossing once per chunk is the least traffic and leaves a rail idle
+        assert used <= nics and len(used) >= min(len(nics), s.num_chunks)
 
 
 def test_a_runtime_sized_tree_packing_fits_in_msccl_thread_blocks():
