@@ -13,6 +13,7 @@ from arsched.algorithms import NotApplicable, build
 from arsched.collective import save, validate
 from arsched.errors import ArschedError, OutOfTime
 from arsched.sim import simulate_flow, simulate_rounds
+from arsched.sim.flow import contention_free_time
 from arsched.topology import Topology, parse_spec, star
 from clihelp import assert_one_line_error, run
 
@@ -50,7 +51,14 @@ def test_auto_is_the_fastest_candidate_it_tried(make, model):
         other = sim(build(c["algorithm"], topo, None, 64e6)).time_s
         assert other == pytest.approx(c["time_s"], rel=1e-12) and mine <= other * (1 + 1e-12)
     for c in search["candidates"]:
-        if "time_s" not in c and not c["note"].startswith("not tried"):  # the builder's own reason
+        if "time_s" in c or c["note"].startswith("not tried"):
+            continue
+        if c["note"].startswith("at least"):  # screened by its contention-free time: never faster
+            other = sim(build(c["algorithm"], topo, None, 64e6))
+            assert model == "flow" and other.time_s >= mine
+            floor = contention_free_time(other.schedule) / other.bound_s
+            assert c["note"].startswith(f"at least {floor:.3f}×")
+        else:  # the builder's own reason
             with pytest.raises(NotApplicable, match=c["note"][:20]):
                 build(c["algorithm"], topo, None, 64e6)
 
@@ -142,6 +150,7 @@ def test_a_simulation_cut_short_is_retried_at_the_end_then_noted(monkeypatch, cu
         return real(schedule, *args, deadline=deadline, **kwargs)
 
     monkeypatch.setattr(auto, "simulate_flow", cut)
+    monkeypatch.setattr(auto, "contention_free_time", lambda *args, **kwargs: 0.0)  # no screening here
     s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, candidates=["dbtree", "ring", "rhd"])
     assert validate(s).ok
     assert [c[0] for c in calls] == ["dbtree", "ring", "rhd", "ring"]

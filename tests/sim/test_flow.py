@@ -19,6 +19,7 @@ from simref import disjoint_steps, link_lists, reference_flow
 from arsched.collective import Schedule
 from arsched.errors import ArschedError, OutOfTime
 from arsched.sim import simulate_flow
+from arsched.sim.flow import contention_free_time
 from arsched.topology import ring, star
 from schedules import bfs_route, ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
@@ -127,6 +128,21 @@ def test_contended_schedules_use_the_event_simulation(case, alpha, synchronous):
     e = simulate_flow(s, alpha, synchronous=synchronous, fifo=False, method="events")
     assert np.array_equal(e.end, r.end) and np.array_equal(e.start, r.start)
     assert e.notes == r.notes
+
+
+@pytest.mark.parametrize("fifo", [False, True])
+@pytest.mark.parametrize("synchronous", [False, True])
+@pytest.mark.parametrize("case", list(CONTENDED))
+def test_the_contention_free_time_bounds_the_flow_time(case, synchronous, fifo):
+    """Below the simulated time where flows share links, equal to it where they never do."""
+    in_order = ring_allreduce(topo("torus:dims=3x3"), topo("torus:dims=3x3").servers, 1e6)
+    methods = set()
+    for s in (CONTENDED[case](), in_order):
+        r = simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo)
+        floor = contention_free_time(s, 5e-6, fifo=fifo, synchronous=synchronous)
+        assert floor == r.time_s if r.notes["method"] == "sweep" else floor <= r.time_s
+        methods.add(r.notes["method"])
+    assert "events" in methods
 
 
 # ---- against the independent reference ---------------------------------------------------------
