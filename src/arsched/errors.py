@@ -19,3 +19,12 @@ class UnitError(ArschedError):
 
 class OutOfTime(ArschedError):
     """A computation given a deadline (auto's simulation of a candidate) passed it."""
+
+
+class NotFaster(ArschedError):
+    """A flow simulation told to give up above a time (auto's best so far) found the schedule
+    no faster even without contention; `floor_s` is that contention-free time, a lower bound."""
+
+    def __init__(self, floor_s: float) -> None:
+        super().__init__(f"at least {floor_s:.9g} s even without contention")
+        self.floor_s = floor_s

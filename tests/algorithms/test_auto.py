@@ -11,9 +11,8 @@ import pytest
 
 from arsched.algorithms import NotApplicable, build
 from arsched.collective import save, validate
-from arsched.errors import ArschedError, OutOfTime
+from arsched.errors import ArschedError, NotFaster, OutOfTime
 from arsched.sim import simulate_flow, simulate_rounds
-from arsched.sim.flow import contention_free_time
 from arsched.topology import Topology, parse_spec, star
 from clihelp import assert_one_line_error, run
 
@@ -54,10 +53,13 @@ def test_auto_is_the_fastest_candidate_it_tried(make, model):
         if "time_s" in c or c["note"].startswith("not tried"):
             continue
         if c["note"].startswith("at least"):  # screened by its contention-free time: never faster
-            other = sim(build(c["algorithm"], topo, None, 64e6))
-            assert model == "flow" and other.time_s >= mine
-            floor = contention_free_time(other.schedule) / other.bound_s
-            assert c["note"].startswith(f"at least {floor:.3f}×")
+            other = build(c["algorithm"], topo, None, 64e6)
+            r = sim(other)
+            assert model == "flow" and r.time_s >= mine
+            with pytest.raises(NotFaster) as floor:
+                simulate_flow(other, give_up_above=0.0)
+            assert floor.value.floor_s <= r.time_s
+            assert c["note"].startswith(f"at least {floor.value.floor_s / r.bound_s:.3f}×")
         else:  # the builder's own reason
             with pytest.raises(NotApplicable, match=c["note"][:20]):
                 build(c["algorithm"], topo, None, 64e6)
@@ -143,14 +145,13 @@ def test_a_simulation_cut_short_is_retried_at_the_end_then_noted(monkeypatch, cu
     real = auto.simulate_flow
     calls = []
 
-    def cut(schedule, *args, deadline=None, **kwargs):
+    def cut(schedule, *args, deadline=None, give_up_above=None, **kwargs):  # no screening here
         calls.append((schedule.algorithm, deadline))
         if schedule.algorithm == "ring" and sum(c[0] == "ring" for c in calls) <= cuts:
             raise OutOfTime("flow simulation stopped at its deadline")
         return real(schedule, *args, deadline=deadline, **kwargs)
 
     monkeypatch.setattr(auto, "simulate_flow", cut)
-    monkeypatch.setattr(auto, "contention_free_time", lambda *args, **kwargs: 0.0)  # no screening here
     s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, candidates=["dbtree", "ring", "rhd"])
     assert validate(s).ok
     assert [c[0] for c in calls] == ["dbtree", "ring", "rhd", "ring"]

@@ -17,9 +17,8 @@ from simcases import allreduce_schedules
 from simref import disjoint_steps, link_lists, reference_flow
 
 from arsched.collective import Schedule
-from arsched.errors import ArschedError, OutOfTime
+from arsched.errors import ArschedError, NotFaster, OutOfTime
 from arsched.sim import simulate_flow
-from arsched.sim.flow import contention_free_time
 from arsched.topology import ring, star
 from schedules import bfs_route, ps_allreduce, recursive_doubling_allreduce, ring_allreduce, topo
 
@@ -133,16 +132,26 @@ def test_contended_schedules_use_the_event_simulation(case, alpha, synchronous):
 @pytest.mark.parametrize("fifo", [False, True])
 @pytest.mark.parametrize("synchronous", [False, True])
 @pytest.mark.parametrize("case", list(CONTENDED))
-def test_the_contention_free_time_bounds_the_flow_time(case, synchronous, fifo):
-    """Below the simulated time where flows share links, equal to it where they never do."""
+def test_giving_up_above_a_time_uses_the_contention_free_floor(case, synchronous, fifo):
+    """A contended schedule whose contention-free time reaches `give_up_above` stops with that
+    floor, below its simulated time; below the floor it is simulated as usual; a schedule the
+    sweep times exactly is returned in full whatever the value."""
+    s = CONTENDED[case]()
+    r = simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo)
+    assert r.notes["method"] == "events"
+    with pytest.raises(NotFaster) as stop:
+        simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=0.0)
+    floor = stop.value.floor_s
+    assert 0 < floor <= r.time_s
+    with pytest.raises(NotFaster):
+        simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=floor)
+    below = simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=floor * (1 + 1e-9))
+    assert np.array_equal(below.end, r.end)
     in_order = ring_allreduce(topo("torus:dims=3x3"), topo("torus:dims=3x3").servers, 1e6)
-    methods = set()
-    for s in (CONTENDED[case](), in_order):
-        r = simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo)
-        floor = contention_free_time(s, 5e-6, fifo=fifo, synchronous=synchronous)
-        assert floor == r.time_s if r.notes["method"] == "sweep" else floor <= r.time_s
-        methods.add(r.notes["method"])
-    assert "events" in methods
+    alone = simulate_flow(in_order, 5e-6, synchronous=synchronous, fifo=fifo)
+    if alone.notes["method"] == "sweep":
+        again = simulate_flow(in_order, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=0.0)
+        assert np.array_equal(again.end, alone.end)
 
 
 # ---- against the independent reference ---------------------------------------------------------

@@ -12,8 +12,8 @@ build). Once a schedule is in hand, a candidate's simulation gets an equal share
 left (what is left over the candidates not yet simulated), so that one slow event simulation
 cannot starve the others; one cut short is simulated again at the end with all the time left,
 and if cut again is noted, not chosen. In the flow model a candidate is first timed without
-contention (`sim.flow.contention_free_time`, one pass over its steps): a lower bound on its
-simulated time, so one already no faster than the best is not simulated further (a contended
+contention (the sweep `simulate_flow` runs first anyway): a lower bound on its simulated time,
+so one already no faster than the best is not simulated further (`give_up_above`; a contended
 event simulation can take minutes at a thousand ranks). The search ends early once a schedule is within
 `GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
 A schedule with more than `CROWDED` rank pairs sending in one step (a sharded PS over a thousand
@@ -42,10 +42,9 @@ from arsched.collective.kinds import NAMES, TITLES
 from arsched.collective.schedule import Schedule
 from arsched.collective.validate import validate
 from arsched.defaults import MODELS, default_alpha
-from arsched.errors import ArschedError, OutOfTime
+from arsched.errors import ArschedError, NotFaster, OutOfTime
 from arsched.limits import LimitError
 from arsched.sim import simulate_flow, simulate_rounds
-from arsched.sim.flow import contention_free_time
 from arsched.sim.result import schedule_bound
 from arsched.topology.core import Topology
 
@@ -148,23 +147,27 @@ def search(
         """Simulate and record `schedule`; False if its simulation was cut at `until` (a
         `time.monotonic()` value; none before a first schedule is in hand). In the flow model a
         schedule whose contention-free time already is no faster than the best is recorded
-        with that time and not simulated further."""
+        with that floor and not simulated further."""
         nonlocal best
         start = time.perf_counter()
-        if model == "flow" and best is not None:
-            floor = contention_free_time(schedule, a, fifo)
-            if floor >= best[0] * (1 + SCREEN):
-                gap = floor / schedule_bound(schedule, a)
-                log.info("auto: %s at least %.3f× the bound, not simulated further", schedule.algorithm, gap)
-                slower = f"not faster than {best[2].algorithm}"
-                note = f"at least {gap:.3f}× the bound even without contention: {slower}"
-                tried.append({"algorithm": schedule.algorithm, "note": note})
-                return True
         try:
             if model == "flow":
-                r = simulate_flow(schedule, a, fifo=fifo, deadline=None if best is None else until)
+                r = simulate_flow(
+                    schedule,
+                    a,
+                    fifo=fifo,
+                    deadline=None if best is None else until,
+                    give_up_above=None if best is None else best[0] * (1 + SCREEN),
+                )
             else:
                 r = simulate_rounds(schedule, a)
+        except NotFaster as e:
+            gap = e.floor_s / schedule_bound(schedule, a)
+            log.info("auto: %s at least %.3f× the bound, not simulated further", schedule.algorithm, gap)
+            slower = f"not faster than {best[2].algorithm}"
+            note = f"at least {gap:.3f}× the bound even without contention: {slower}"
+            tried.append({"algorithm": schedule.algorithm, "note": note})
+            return True
         except OutOfTime:
             log.info("auto: %s simulation cut after %.2f s", schedule.algorithm, time.perf_counter() - start)
             return False

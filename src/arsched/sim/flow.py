@@ -23,7 +23,7 @@ import numpy as np
 
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.errors import ArschedError
+from arsched.errors import ArschedError, NotFaster
 from arsched.sim.deps import derive
 from arsched.sim.engine import simulate_events
 from arsched.sim.paths import CompiledPaths, compile_paths
@@ -40,6 +40,7 @@ def simulate_flow(
     method: str = "auto",
     deadline: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    give_up_above: float | None = None,
 ) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
@@ -54,7 +55,11 @@ def simulate_flow(
     simulation even where the sweep would do (both are exact, so only the cost differs); the
     default 'auto' takes the sweep whenever it is exact. With a `deadline` (a `time.monotonic()`
     value) an event simulation still running at that time stops with `OutOfTime`; it calls
-    `progress(done, total)` now and then with the transfers done (for a progress bar).
+    `progress(done, total)` now and then with the transfers done (for a progress bar). With
+    `give_up_above` (seconds), a schedule that the sweep cannot time exactly and whose
+    contention-free time already reaches that value stops with `NotFaster` before its event
+    simulation: that time is a lower bound on the flow time (sharing only slows a flow, and a
+    later finish only delays what waits for it).
     """
     s = schedule
     alpha = check_alpha(alpha)
@@ -66,25 +71,13 @@ def simulate_flow(
         return SimResult("flow", s, 0.0, np.zeros(0), np.zeros(0), link_bytes(s, cp), bound, None, alpha)
     log: list | None = [] if trace else None
     until = np.inf if deadline is None else deadline
-    start, done, notes = flow_times(s, cp, alpha, fifo, synchronous, method == "events", log, until, progress)
+    above = np.inf if give_up_above is None else give_up_above
+    start, done, notes = flow_times(
+        s, cp, alpha, fifo, synchronous, method == "events", log, until, progress, above
+    )
     return SimResult(
         "flow", s, float(done.max()), start, done, link_bytes(s, cp), bound, None, alpha, notes, log
     )
-
-
-def contention_free_time(
-    schedule: Schedule, alpha: float = DEFAULT_ALPHA, fifo: bool = True, synchronous: bool = False
-) -> float:
-    """The schedule's time in the flow model (`alpha`, `fifo`, `synchronous` as in
-    `simulate_flow`) if no flows ever shared a link, every transfer sending at its path's
-    bottleneck rate: the contention-free sweep alone. A lower bound on `simulate_flow`'s time
-    (sharing only slows a flow, and a later finish only delays what waits for it), and equal to
-    it where the sweep is exact; it costs one pass over the steps, however contended."""
-    s = schedule
-    if len(s) == 0:
-        return 0.0
-    _, done = sweep_times(s, compile_paths(s), check_alpha(alpha), fifo, synchronous)
-    return float(done.max())
 
 
 def flow_times(
@@ -97,16 +90,19 @@ def flow_times(
     trace: list | None = None,
     deadline: float = np.inf,
     progress: Callable[[int, int], None] | None = None,
+    give_up_above: float = np.inf,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Each transfer's start (when it became ready) and done time, and notes on the method, from
     the schedule's compiled paths: the sweep when it is exact (and `events` is off), else the
-    event simulation (with `fifo`, `synchronous`, `trace`, `deadline` and `progress` as in
-    `simulate_flow`); the schedule has at least one transfer."""
+    event simulation (with `fifo`, `synchronous`, `trace`, `deadline`, `progress` and
+    `give_up_above` as in `simulate_flow`); the schedule has at least one transfer."""
     s = schedule
     ready, done = sweep_times(s, cp, alpha, fifo, synchronous)
     send = ready + alpha
     if not events and not contended(cp, send, send + s.chunk_bytes / cp.path_bottleneck[cp.path_id]):
         return ready, done, {"method": "sweep"}
+    if (floor := float(done.max())) >= give_up_above:
+        raise NotFaster(floor)
     del ready, done, send
     deps = derive(s, synchronous=synchronous, fifo=fifo)
     cap = s.topology.compiled.capacity
