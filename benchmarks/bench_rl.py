@@ -3,16 +3,16 @@ the flow model (in-order connections, α = 5 µs) at 256 MB.
 
 Nine instances (three BCube, three DCell, three Jellyfish, 8–32 servers: the paper's families).
 Per instance a policy is trained (`arsched train`: warm start by imitating greedy-trees, then
-group-relative PPO on the flow model's time) and its deterministic schedule is compared with
-ps, ring, greedy-trees, tree packing and the native scheme where the family has one, and with
-two searches over the same action space given as many flow-model simulations as the training
-used (random restarts; samples of the warm-start policy, i.e. the same networks without any
-policy-gradient step). `hrl best-of-8` (the fastest of the deterministic and 7 sampled
-episodes) is a search at inference, not learning. One general policy is trained on generated
-networks of every family at other sizes and seeds, and run unchanged on the nine and on five
-networks of families and shapes it never saw (a leaf-spine, a two-box GPU fabric, a one-way
-torus, an asymmetric ring, a larger torus). Training curves: warm and cold start, three seeds
-each, on BCube(3,1). Every schedule is validated.
+group-relative PPO on the flow model's time, better episodes distilled into the policy) and its
+deterministic schedule is compared with ps, ring, greedy-trees, tree packing and the native
+scheme where the family has one, and with two searches over the same action space given as many
+flow-model simulations as the training used (random restarts; samples of the warm-start policy,
+i.e. the same networks without any policy-gradient step). `hrl best-of-8` (the fastest of the
+deterministic and 7 sampled episodes) is a search at inference, not learning. One general policy
+is trained on generated networks of every family at other sizes and seeds, and run unchanged on
+the nine and on five networks of families and shapes it never saw (a leaf-spine, a two-box GPU
+fabric, a one-way torus, an asymmetric ring, a larger torus). Training curves: warm and cold
+start, three seeds each, on BCube(3,1). Every schedule is validated.
 
 Tasks run in a pool of `--workers` processes, each torch on one thread; the times in the tables
 are measured with that many tasks sharing the machine's cores.
@@ -248,8 +248,9 @@ def main() -> None:
         f"schedule validated. `hrl` is trained per instance with `arsched train -t SPEC --iterations {its}` "
         f"(defaults: {D('group')} episodes per iteration, warm start by imitating greedy-trees, then "
         f"group-relative PPO on the flow model's time, one level sampled per iteration while the "
-        f"other takes its best decisions; the checkpoint keeps the weights whose deterministic "
-        f"schedule was best on the training network). `sims` is the number of flow-model "
+        f"other takes its best decisions, and every episode better than all before distilled into "
+        f"the policy (at most {D('distill')} imitation passes); the checkpoint keeps the weights "
+        f"whose deterministic schedule was best on the training network). `sims` is the number of flow-model "
         f"simulations that training used; `random restarts` and `warm samples` are given exactly "
         f"that many: the fastest of that many episodes with uniformly random decisions, and of "
         f"that many episodes sampled from the warm-start policy (imitation only, no policy-gradient "

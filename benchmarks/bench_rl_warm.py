@@ -5,7 +5,7 @@ timed in the flow model (in-order connections, α = 5 µs) at 256 MB.
 
 The teacher must equal greedy-trees: otherwise the environment cannot express greedy's rounds
 and learning starts below its own baseline. The warm policy shows how much of the teacher
-imitation recovers (features carry no ids, so greedy's id-based tie-breaks cannot be learned).
+imitation recovers (a flow's place in greedy's order is one of its features, so all of it can be).
 Every schedule is validated.
 
 Run: python benchmarks/bench_rl_warm.py [--quick]

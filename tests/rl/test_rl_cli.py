@@ -18,7 +18,8 @@ def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
     meta = json.loads((ck / "meta.json").read_text())
     assert meta["command"] == (
         "arsched train -t dcell:n=2,k=1 --iterations 1 --group 2 --seed 0 --size 16MB --imitation-epochs 3 "
-        f"--hidden 16 --layers 2 --temperature 0.3 --learning-rate 0.001 --evaluate-every 5 --out {ck}"
+        "--distill 100 --hidden 16 --layers 2 --temperature 0.3 --learning-rate 0.001 --evaluate-every 5 "
+        f"--out {ck}"
     )
     sched = tmp_path / "s.json"
     code, out, _ = run(

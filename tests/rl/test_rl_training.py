@@ -18,7 +18,7 @@ from arsched.rl import checkpoint
 from arsched.rl.instance import Instance
 from arsched.rl.rollout import Policy, Timer, run
 from arsched.rl.search import restarts
-from arsched.rl.training import Decisions, TrainConfig, advantages, imitate, train, update
+from arsched.rl.training import Decisions, TrainConfig, advantages, distill, imitate, replays, train, update
 from arsched.sim import DEFAULT_ALPHA
 from arsched.topology import parse_spec
 
@@ -74,7 +74,10 @@ def test_advantages_are_standard_scores_within_the_group():
     assert a[0] > 0 > a[2] and a.sum() == pytest.approx(0) and a.std() == pytest.approx(1)
 
 
-def test_an_update_makes_the_better_episode_likelier_and_the_worse_one_less_likely():
+def test_an_update_makes_the_better_episode_likelier_than_the_worse_one():
+    """With two episodes the advantages are +1 and -1, so the first step follows the gradient
+    of log p(better) - log p(worse): that difference must grow (either likelihood alone may
+    move either way when the two episodes share most decisions)."""
     torch.manual_seed(0)
     policy = Policy.create(hidden=16, layers=1)
     inst = Instance(parse_spec("bcube:n=3,k=1"), None, 16e6)
@@ -93,18 +96,40 @@ def test_an_update_makes_the_better_episode_likelier_and_the_worse_one_less_like
     optimizer = torch.optim.SGD(policy.parameters(), lr=1e-2)
     update(policy, optimizer, [best, worst], _config("unused", epochs=1), np.random.default_rng(0))
     after = log_likelihoods()
-    assert after[0] > before[0] and after[1] < before[1]
+    assert after[0] - after[1] > before[0] - before[1]
 
 
-def test_imitation_makes_greedys_plan_the_policys():
+def test_imitation_makes_greedys_schedule_the_policys():
+    """After the warm start the deterministic policy makes greedy's plan and greedy's rounds:
+    the teacher's schedule transfer for transfer (on DCell(3,1) the rounds differed, 1.275x
+    against greedy's 1.186x, while the features could not tell greedy's ties apart)."""
     torch.manual_seed(0)
     policy = Policy.create(hidden=32, layers=1)
-    inst = Instance(parse_spec("dcell:n=2,k=1"), None, 16e6)
+    inst = Instance(parse_spec("dcell:n=3,k=1"), None, 16e6)
     timer = Timer(DEFAULT_ALPHA)
     teacher = run(inst, None, timer, "greedy")
-    imitate(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), [teacher], 150)
+    imitate(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), [teacher], 100)
     mine = run(inst, policy, timer)
     assert [k for _, _, k in mine.choices] == [k for _, _, k in teacher.choices]
+    for field in ("step", "chunk", "src", "dst", "op"):
+        assert np.array_equal(getattr(mine.schedule, field), getattr(teacher.schedule, field)), field
+    assert validate(mine.schedule).ok
+
+
+def test_distilling_stops_once_the_policy_replays_its_elites():
+    """A random policy distils greedy's episode on two networks until its own deterministic
+    episodes are those schedules (checked every few passes, not all passes spent); a policy
+    that already replays them takes no pass."""
+    torch.manual_seed(1)
+    policy = Policy.create(hidden=32, layers=1)
+    timer = Timer(DEFAULT_ALPHA)
+    elites = [
+        run(Instance(parse_spec(s), None, 16e6), None, timer, "greedy") for s in ("dcell:n=2,k=1", "ring:n=5")
+    ]
+    assert not all(replays(policy, t) for t in elites)
+    taken = distill(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), elites, 400, None, 0)
+    assert 0 < taken < 400 and all(replays(policy, t) for t in elites)
+    assert distill(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), elites, 400, None, 0) == 0
 
 
 def test_restarts_keep_the_best_and_count_every_simulation():

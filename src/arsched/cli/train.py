@@ -45,6 +45,13 @@ def train(
     imitation_epochs: Annotated[int, typer.Option(help="Passes of the warm start's imitation.")] = D(
         "imitation_epochs"
     ),
+    distill: Annotated[
+        int,
+        typer.Option(
+            help="Most imitation passes to make a newly found best episode the policy's own, so "
+            "it keeps what sampling found (0: policy gradient alone)."
+        ),
+    ] = D("distill"),
     hidden: Annotated[int, typer.Option(help="Width of every hidden layer.")] = D("hidden"),
     layers: Annotated[int, typer.Option(help="Message-passing rounds of the lower network.")] = D("layers"),
     temperature: Annotated[
@@ -64,7 +71,8 @@ def train(
     time in the flow model over the lower bound, at --size. Both networks first imitate
     greedy-trees (--no-warm-start: random weights); then each iteration samples --group
     episodes per network (one level sampled, the other at its best, alternating) and takes
-    PPO's clipped step, each episode's advantage relative to its group.
+    PPO's clipped step, each episode's advantage relative to its group; a better episode than
+    any before is then distilled into the policy (--distill passes at most).
     The checkpoint keeps the weights whose deterministic schedules were best on the training
     networks; --out/log.csv holds the training curve. Then:
     `arsched schedule -t SPEC -a hrl --checkpoint OUT -o s.json`.
@@ -76,7 +84,7 @@ def train(
     command = ["arsched", "train", *(x for t in topologies for x in ("-t", t))]
     command += ["--iterations", str(iterations), "--group", str(group), "--seed", str(seed), "--size", size]
     command += [*([] if warm_start else ["--no-warm-start"]), *([] if alternate else ["--joint"])]
-    command += ["--imitation-epochs", str(imitation_epochs)]
+    command += ["--imitation-epochs", str(imitation_epochs), "--distill", str(distill)]
     command += ["--hidden", str(hidden), "--layers", str(layers), "--temperature", str(temperature)]
     command += ["--learning-rate", str(learning_rate)]
     command += ["--evaluate-every", str(evaluate_every), "--out", str(out_dir)]
@@ -90,6 +98,7 @@ def train(
         warm_start=warm_start,
         alternate=alternate,
         imitation_epochs=imitation_epochs,
+        distill=distill,
         hidden=hidden,
         layers=layers,
         temperature=temperature,

@@ -25,7 +25,7 @@ from arsched.rl.config import MAX_HIDDEN, MAX_LAYERS
 from arsched.rl.rollout import Policy
 
 FORMAT = "arsched.hrl/2"
-FEATURE_VERSION = 3  # bump whenever a feature of arsched.rl.episode changes
+FEATURE_VERSION = 4  # bump whenever a feature of arsched.rl.episode changes
 LEVELS = ("upper", "lower")
 META = "meta.json"
 DEFAULT = Path(__file__).resolve().parent / "checkpoints" / "default"

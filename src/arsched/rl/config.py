@@ -39,6 +39,7 @@ class TrainConfig:
     imitation_rate: float = 1e-3  # Adam's step size in the warm start
     alternate: bool = True  # sample one level per iteration, the other acting as its mode
     epochs: int = 4  # passes over each group's decisions
+    distill: int = 100  # most imitation passes to make a newly found best episode the policy's (0: none)
     max_rounds: int = 64  # rounds of an episode in one update (drawn at random)
     clip: float = 0.2
     evaluate_every: int = 5  # iterations between evaluations of the deterministic policy
@@ -61,8 +62,12 @@ class TrainConfig:
             )
         if self.hidden > MAX_HIDDEN or self.layers > MAX_LAYERS:
             raise ArschedError(f"--hidden is at most {MAX_HIDDEN} and --layers at most {MAX_LAYERS}")
-        if self.imitation_epochs < 0:
-            raise ArschedError(f"--imitation-epochs must not be negative, got {self.imitation_epochs}")
+        for name in ("imitation_epochs", "distill"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+                raise ArschedError(
+                    f"--{name.replace('_', '-')} must be a whole number, 0 or more, got {value!r}"
+                )
         rates = (self.learning_rate, self.imitation_rate, self.clip)
         if not (all(0.0 < r < 1.0 for r in rates) and 0.0 < self.temperature <= 1.0):
             raise ArschedError(

@@ -33,7 +33,7 @@ from arsched.rl.instance import Instance
 
 OPTION_FEATURES = 4
 TREE_FEATURES = 7 + len(SHAPES)
-FLOW_FEATURES = 8
+FLOW_FEATURES = 9
 LINK_FEATURES = 3
 
 
@@ -159,8 +159,11 @@ class Episode:
     def round_graph(self) -> RoundGraph:
         """The graph of this round's available flows (see the module docstring). Flow features:
         direction, remaining critical path, remaining load of its busiest link, hops, its
-        tree's progress, rounds waited, path speed, and how many available flows compete for
-        its busiest link; link features: remaining load, available flows, speed."""
+        tree's progress, rounds waited, path speed, how many available flows compete for its
+        busiest link, and its place in greedy-trees' order (1 first, 0 last: the heuristic's
+        advice, which the policy may follow or not; without it greedy's ties, broken by chunk
+        and source, could not be learned from id-free features and the warm start fell short
+        of its teacher); link features: remaining load, available flows, speed."""
         e = self.engine
         num_links = len(self.instance.capacity)
         flows = np.flatnonzero(e.available)
@@ -172,6 +175,7 @@ class Episode:
         remain[num_links] = 0
         tree_done = np.bincount(e.flow_tree[e.done], minlength=len(e.trees)) / self._tree_flows
         age = self.rounds - self._since[flows]
+        place = round_order(e, self._prio)[flows]
         x_flow = np.column_stack(
             [
                 self._is_reduce[flows],
@@ -182,6 +186,7 @@ class Episode:
                 _relative(age.astype(np.float64)),
                 self._path_speed[flows],
                 _relative(avail_count[mine].max(1)),
+                1.0 - place / max(len(flows) - 1, 1),
             ]
         ).astype(np.float32)
         rows, cols = np.nonzero(mine < num_links)
