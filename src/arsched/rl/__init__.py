@@ -8,5 +8,6 @@ exact log-probability of a round; `rollout` runs episodes (policy, sampled, gree
 random) and times them in the flow model; `training` the warm start and group-relative PPO;
 `search` the equal-compute search baselines; `checkpoint` saves and loads weights with
 metadata; `config` the training's settings (no torch, for the CLI); `hrl` the registered
-algorithm. Everything but `config` imports torch.
+algorithm; `env` the same decisions as a gymnasium environment, for other agents (gymnasium,
+no torch). Everything but `config`, `episode`, `instance` and `env` imports torch.
 """
