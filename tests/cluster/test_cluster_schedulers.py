@@ -140,3 +140,26 @@ def test_first_moves_are_next_moves(objective):
             g.w[int(st.active[-1])] = g.cand[len(st.active) - 1][0]  # as if placed already
         want = sorted(mv for j in g.row if (mv := g.next_move(j)) is not None)
         assert sorted(g.first_moves()) == want
+
+
+@pytest.mark.parametrize("completion", [False, True])
+def test_one_value_in_floats_equals_the_vectorised_value(completion):
+    # _value_one is value() float for float: any size, bandwidth (inf for one worker) and restart
+    from arsched.cluster.ilp import random_instance
+    from arsched.cluster.schedulers.gadget import MarginalAllocator
+
+    rng = np.random.default_rng(0)
+    checked = 0
+    for seed in range(8):
+        st = random_instance(seed, "jct")
+        st.now += float(rng.uniform(0, 5000))
+        g = MarginalAllocator(st, aware=True, completion=completion)
+        assert g._scalar
+        for j in st.active.tolist():
+            for w in (1, 2, 3, 8, 64):
+                for b in (np.inf, 1e9, 12.5e9, float(rng.uniform(1e6, 1e11))):
+                    for lost in (0.0, 10.0, float(rng.uniform(0, 300))):
+                        want = float(g.value(np.array([j]), np.array([w]), np.array([b]), lost)[0])
+                        assert g._value_one(j, w, b, lost) == want
+                        checked += 1
+    assert checked > 1000

@@ -8,6 +8,7 @@ workers and iteration time T(w) progresses at w / T(w) per second, and a trace's
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -65,9 +66,10 @@ class Workload:
     def __len__(self) -> int:
         return len(self.ids)
 
-    @property
+    @cached_property
     def duration(self) -> np.ndarray:
-        """Compute-only run time at the requested size (the trace's own duration)."""
+        """Compute-only run time at the requested size (the trace's own duration); computed once
+        (schedulers read it at every decision)."""
         return self.work * self.tau / self.gpus
 
     @classmethod

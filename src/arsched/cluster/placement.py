@@ -88,14 +88,36 @@ class FreeGPUs:
     """Free GPUs per server (`free` for numpy, `count` for Python loops, both kept current) and,
     per free count c, a heap of the servers with c free GPUs, so that `one_server` is a walk over
     at most G buckets instead of a scan of every server. Heaps are pruned lazily: an entry whose
-    server's count changed is skipped."""
+    server's count changed is skipped. `counts`: the servers' free GPUs to start from (default:
+    all free); `group`: each server's ToR group, for `in_group` (free GPUs kept per group)."""
 
-    def __init__(self, num_servers: int, gpus_per_server: int) -> None:
-        self.free = np.full(num_servers, gpus_per_server, dtype=np.int64)
-        self.count = [gpus_per_server] * num_servers
-        self.total = num_servers * gpus_per_server
-        self.buckets: list[list[int]] = [[] for _ in range(gpus_per_server)]
-        self.buckets.append(list(range(num_servers)))  # sorted: already a heap
+    def __init__(
+        self,
+        num_servers: int,
+        gpus_per_server: int,
+        counts: np.ndarray | None = None,
+        group: np.ndarray | None = None,
+    ) -> None:
+        if counts is None:
+            self.free = np.full(num_servers, gpus_per_server, dtype=np.int64)
+            self.count = [gpus_per_server] * num_servers
+            self.buckets: list[list[int]] = [[] for _ in range(gpus_per_server)]
+            self.buckets.append(list(range(num_servers)))  # sorted: already a heap
+        else:
+            self.free = np.array(counts, dtype=np.int64)
+            self.count = self.free.tolist()
+            self.buckets = [[] for _ in range(gpus_per_server + 1)]
+            for s, c in enumerate(self.count):  # in server order: each bucket sorted, a heap
+                self.buckets[c].append(s)
+        self.total = int(self.free.sum())
+        self.group: list[int] = []
+        if group is not None:
+            self.group = group.tolist()
+            order = np.argsort(group, kind="stable")
+            bounds = np.searchsorted(group[order], np.arange(int(group.max()) + 2)).tolist()
+            self.members = [order[a:b].tolist() for a, b in pairwise(bounds)]
+            room = np.bincount(group, weights=self.free, minlength=len(self.members))
+            self.room = room.astype(np.int64).tolist()
 
     def one_server(self, need: int) -> Placement | None:
         """Same answer as `one_server(self.free, need)`."""
@@ -107,6 +129,44 @@ class FreeGPUs:
                 return ((heap[0], need),)
         return None
 
+    def spread(self, need: int) -> Placement:
+        """Same answer as `spread(self.free, need)` (at most `total`): servers with the most free
+        GPUs first, lowest index at ties, each bucket's first servers popped and pushed back."""
+        count, ring, got = self.count, [], 0
+        for c in range(len(self.buckets) - 1, 0, -1):
+            heap, taken = self.buckets[c], []
+            while got < need and heap:
+                s = heapq.heappop(heap)
+                if count[s] != c or (taken and s == taken[-1]):  # stale, or a duplicate entry
+                    continue
+                taken.append(s)
+                ring.append((s, min(c, need - got)))
+                got += ring[-1][1]
+            for s in taken:
+                heapq.heappush(heap, s)
+            if got >= need:
+                break
+        return tuple(sorted(ring))
+
+    def in_group(self, need: int) -> Placement | None:
+        """Same answer as `in_group(self.free, need, group)`."""
+        best, least = -1, 0
+        for g, r in enumerate(self.room):
+            if r >= need and (best < 0 or r < least):
+                best, least = g, r
+        if best < 0:
+            return None
+        count = self.count
+        order = sorted((s for s in self.members[best] if count[s] > 0), key=lambda s: -count[s])  # stable
+        got, ring = 0, []
+        for s in order:
+            t = min(count[s], need - got)
+            ring.append((s, t))
+            got += t
+            if got >= need:
+                break
+        return tuple(sorted(ring))
+
     def take(self, placement: Placement, sign: int = -1) -> None:
         """Take (sign -1) or give back (+1) a placement's GPUs."""
         for s, g in placement:
@@ -114,3 +174,15 @@ class FreeGPUs:
             self.free[s] = self.count[s]
             heapq.heappush(self.buckets[self.count[s]], s)
             self.total += sign * g
+            if self.group:
+                self.room[self.group[s]] += sign * g
+
+    def set(self, s: int, c: int) -> None:
+        """Server s has c free GPUs."""
+        if self.count[s] != c:
+            self.total += c - self.count[s]
+            if self.group:
+                self.room[self.group[s]] += c - self.count[s]
+            self.count[s] = c
+            self.free[s] = c
+            heapq.heappush(self.buckets[c], s)

@@ -140,11 +140,14 @@ def simulate(
     busy, spans, sched_time, starts = [], [], [], []
     now = 0.0
     last = -math.inf  # time of the last decision
-    arrived = 0
+    arrived = finished = 0
+    active = np.zeros(0, dtype=np.int64)  # arrived and unfinished, by index (= arrival order)
     for step in range(steps):
+        first = arrived
         while arrived < n and workload.arrival[arrived] <= now + EPS:
             arrived += 1
-        active = np.flatnonzero(np.isinf(finish[:arrived]))
+        if arrived > first:
+            active = np.concatenate([active, np.arange(first, arrived)])
         if not len(active):
             if arrived == n or (events and now >= end):
                 break
@@ -180,6 +183,9 @@ def simulate(
         done = need <= h - lost + EPS
         remaining[js] = np.where(done, 0.0, remaining[js] - rate * ran)
         finish[js[done]] = now + lost[done] + need[done]
+        if done.any():
+            active = active[np.isinf(finish[active])]
+            finished = arrived - len(active)
         held = np.where(done, lost + need, h)
         gpu_seconds[js] += w * held
         attained[js] += w * held
@@ -190,8 +196,8 @@ def simulate(
         last = now
         now += h
         if progress is not None:
-            progress(float(np.isfinite(finish).mean()))
-        if (arrived == n and np.isfinite(finish).all()) or (events and now >= end):
+            progress(finished / n)
+        if (arrived == n and finished == n) or (events and now >= end):
             break
     log.info(
         "%s (%s, %s engine) on %s: %d of %d jobs finished in %d decisions, %g s apart at least",

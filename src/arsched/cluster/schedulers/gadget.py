@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -76,7 +77,8 @@ class MarginalAllocator:
         self.aware = aware  # plans with ToRs and link reservations (GADGET) or not (Optimus)
         self.completion = completion  # value = -remaining time (Optimus) instead of the objective
         wl, c = state.workload, state.cluster
-        self.gpus = FreeGPUs(c.num_servers, c.gpus_per_server)
+        group = c.group if aware else None
+        self.gpus = FreeGPUs(c.num_servers, c.gpus_per_server, group=group)
         self.free = self.gpus.free
         self.residual = c.capacity.astype(float).copy()
         self.w: dict[int, int] = {}
@@ -85,11 +87,12 @@ class MarginalAllocator:
         self.resv: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
         self.order: dict[int, int] = {}
         a = state.active
-        self.ref = wl.gpus / wl.tau
-        self.age = state.now - wl.arrival
         restart = state.restart[a] if state.restart is not None else np.zeros(len(a))
         self.cost = np.where(state.attained[a] > 0, restart, 0.0).tolist()  # lost if its GPUs change
-        self.prev_w = [sum(g for _, g in state.previous.get(j, ())) for j in a.tolist()]
+        self.row = dict(zip(a.tolist(), range(len(a)), strict=True))
+        self.prev_w = [0] * len(a)
+        for j, p in state.previous.items():
+            self.prev_w[self.row[j]] = sum(g for _, g in p)
         self.spread_bw = min(float(c.nic.min()), c.intra_bandwidth)
         cap = np.minimum(wl.max_workers[a], c.num_gpus)
         pow2 = 2 ** np.arange(int(np.log2(max(int(cap.max()), 1))) + 1)
@@ -108,16 +111,23 @@ class MarginalAllocator:
         self._first = np.where((cand > 0) & ~np.isnan(first), first, -np.inf)  # a NaN gain never wins
         self._first_cand = cand
         # per job, as lists without the padding zeros (a sorted row's prefix): sizes, values, b
-        zeros = (cand == 0).sum(axis=1).tolist()
-        self.cand = [r[z:] for r, z in zip(cand.tolist(), zeros, strict=True)]
-        self.table = [r[z:] for r, z in zip(table.tolist(), zeros, strict=True)]
-        self.est_b = [r[z:] for r, z in zip(self.est_b.tolist(), zeros, strict=True)]
-        self.row = {int(j): i for i, j in enumerate(a)}
+        keep = cand > 0
+        ends = np.cumsum(keep.sum(axis=1)).tolist()
+        spans = list(zip([0, *ends[:-1]], ends, strict=True))
+        flat = cand[keep].tolist(), table[keep].tolist(), self.est_b[keep].tolist()
+        self.cand, self.table, self.est_b = ([f[lo:hi] for lo, hi in spans] for f in flat)
         # GPUs that running jobs held last slot, kept from other jobs while a ring fits elsewhere
         self.claims = {j: p for j, p in state.previous.items() if self.cost[self.row[j]] > 0}
         self.claimed = np.zeros(c.num_servers, dtype=np.int64)
         for p in self.claims.values():
             take(self.claimed, p, +1)
+        self._claimed = self.claimed.tolist()  # the same, for Python loops
+        # the free GPUs no running job claims, kept current for rings of jobs without a claim
+        unclaimed = self.free - self.claimed
+        self.open = FreeGPUs(c.num_servers, c.gpus_per_server, unclaimed, group) if self.claims else None
+        # one job's value in plain floats (`_value_one`): the completion-time and JCT values
+        plain = completion or state.objective.name == "jct"
+        self._scalar = type(self).value is MarginalAllocator.value and plain
 
     def value(
         self, js: np.ndarray, w: np.ndarray, b: np.ndarray, lost: np.ndarray | float = 0.0
@@ -131,9 +141,25 @@ class MarginalAllocator:
         if self.completion:
             with np.errstate(divide="ignore"):
                 return np.where(rate > 0, -s.remaining[js] / np.maximum(rate, 1e-300), BLANK)
-        return s.objective.slot_value(
-            rate, w, s.remaining[js], self.age[js], self.ref[js], wl.duration[js], wl.gpus[js], s.dt
-        )
+        age, ref = s.now - wl.arrival[js], wl.gpus[js] / wl.tau[js]
+        return s.objective.slot_value(rate, w, s.remaining[js], age, ref, wl.duration[js], wl.gpus[js], s.dt)
+
+    def _value_one(self, j: int, w: int, b: float, lost: float) -> float:
+        """`value` of one job, float for float the same (np.exp on a float64 gives the vectorised
+        exp's result; the rest is IEEE arithmetic in the same order), without numpy's per-call cost."""
+        s, wl = self.s, self.s.workload
+        if not (self._scalar and w >= 1 and b > 0):
+            return float(self.value(np.array([j]), np.array([w]), np.array([b]), lost)[0])
+        wf = float(w)
+        comm = 2 * (wf - 1) / wf * float(wl.grad_bytes[j]) / b + 2 * (wf - 1) * s.alpha if w > 1 else 0.0
+        rate = wf / (float(wl.tau[j]) + comm)
+        left = float(s.remaining[j])
+        if lost > 0:
+            rate = left / (left / rate + lost)
+        if self.completion:
+            return -left / max(rate, 1e-300) if rate > 0 else BLANK
+        jct = s.now - float(wl.arrival[j]) + (left / max(rate, 1e-300) if rate > 0 else np.inf)
+        return float(1.0 / (1.0 + np.exp(min(jct / float(wl.duration[j]) - 2.0, 700.0))))
 
     def next_move(self, j: int) -> tuple[float, int, int, int] | None:
         """The job's best growth from its current size: (-gain per GPU, job, from, to)."""
@@ -152,7 +178,8 @@ class MarginalAllocator:
         a = self.s.active
         k = self._first.argmax(axis=1)
         g = self._first[np.arange(len(a)), k]
-        fresh = np.array([j not in self.w for j in a.tolist()], dtype=bool)
+        fresh = np.ones(len(a), dtype=bool)
+        fresh[[self.row[j] for j in self.w]] = False
         go = fresh & (g > MIN_GAIN)
         moves = list(zip((-g[go]).tolist(), a[go].tolist(), [0] * int(go.sum()),
                          self._first_cand[go, k[go]].tolist(), strict=True))  # fmt: skip
@@ -169,6 +196,7 @@ class MarginalAllocator:
     def _release(self, j: int) -> None:
         if j in self.place:
             self.gpus.take(self.place[j], +1)
+            self._reopen(self.place[j])
             links, mult, r = self.resv[j]
             if len(links):
                 self.residual[links] += r * mult
@@ -181,6 +209,15 @@ class MarginalAllocator:
         self.place[j], self.resv[j] = p, resv
         if self.claims.get(j) == p:  # back on its own GPUs: no longer to be kept from others
             take(self.claimed, self.claims.pop(j))
+            take(self._claimed, p)
+        self._reopen(p)
+
+    def _reopen(self, p: Placement) -> None:
+        """Bring the unclaimed free GPUs of p's servers up to date."""
+        if self.open is not None:
+            count, claimed = self.gpus.count, self._claimed
+            for s, _ in p:
+                self.open.set(s, max(count[s] - claimed[s], 0))
 
     def _value_at(self, j: int, need: int, b: float, moved: bool) -> float:
         i = self.row[j]
@@ -189,7 +226,7 @@ class MarginalAllocator:
         as_table = moved != (need == self.prev_w[i]) or not self.cost[i]  # the table assumed this restart
         if as_table and (need == 1 or b == self.est_b[i][k]):  # one worker: any b is the estimate's
             return self.table[i][k]
-        return float(self.value(np.array([j]), np.array([need]), np.array([b]), lost)[0])
+        return self._value_one(j, need, b, lost)
 
     def options(self, j: int, need: int) -> tuple[Placement, ...]:
         """Rings to try, best first: the job's previous GPUs (no restart), else one server (best
@@ -197,34 +234,62 @@ class MarginalAllocator:
         only when an earlier one is missing. While restarts cost, GPUs that other running jobs
         held last slot are used only when the ring fits nowhere else (see the module docstring)."""
         prev, count = self.s.previous.get(j), self.gpus.count
-        if prev is not None and sum(g for _, g in prev) == need and all(count[s] >= g for s, g in prev):
+        if prev is not None and self.prev_w[self.row[j]] == need and all(count[s] >= g for s, g in prev):
             return (prev,)
-        if self.claims:
+        if self.claims and j not in self.claims:
+            total = self.open.total
+            if total >= need:
+                return self._fresh(self.open.free, total, need, self.open.one_server(need), self.open)
+        elif self.claims:
             avail = np.maximum(self.free - self.claimed, 0)
             for s, g in self.claims.get(j, ()):
                 avail[s] = min(avail[s] + g, count[s])
             if avail.sum() >= need:
                 return self._fresh(avail, int(avail.sum()), need, one_server(avail, need))
-        return self._fresh(self.free, self.gpus.total, need, self.gpus.one_server(need))
+        return self._fresh(self.free, self.gpus.total, need, self.gpus.one_server(need), self.gpus)
 
     def _fresh(
-        self, free: np.ndarray, total: int, need: int, single: Placement | None
+        self, free: np.ndarray, total: int, need: int, single: Placement | None, index: FreeGPUs | None = None
     ) -> tuple[Placement, ...]:
-        """New rings on the `free` GPUs (`total` of them): `single` (one server) if there is one."""
+        """New rings on the `free` GPUs (`total` of them; `index`: their FreeGPUs, if kept): `single`
+        (one server) if there is one."""
         if single is not None:
             return (single,)
         if total < need:
             return ()
-        anywhere = spread(free, need)
-        inside = in_group(free, need, self.s.cluster.group) if self.aware else None
+        anywhere = index.spread(need) if index is not None else spread(free, need)
+        if not self.aware:
+            inside = None
+        elif index is not None:
+            inside = index.in_group(need)
+        else:
+            inside = in_group(free, need, self.s.cluster.group)
         return (inside, anywhere) if inside is not None else (anywhere,)  # no group fits: one ring
 
     def embed(self, j: int, need: int) -> tuple[Placement, tuple, float] | None:
         """The best ring for `need` GPUs (the job's own GPUs already released) and its value."""
         c = self.s.cluster
         prev = self.s.previous.get(j)
+        if prev is None and need <= c.gpus_per_server:  # options() would be one server, if one fits
+            if not self.claims:
+                single = self.gpus.one_server(need)
+            elif j not in self.claims and self.open.total >= need:
+                single = self.open.one_server(need)
+            else:
+                single = None
+            if single is not None:
+                b = c.intra_bandwidth if need > 1 or not self.aware else np.inf
+                resv = (NO_LINKS, NO_LINKS, b if self.aware else np.inf)
+                return single, resv, self._value_at(j, need, b, True)
+        return self._best(j, need, prev, self.options(j, need))
+
+    def _best(
+        self, j: int, need: int, prev: Placement | None, options: tuple[Placement, ...]
+    ) -> tuple[Placement, tuple, float] | None:
+        """The best of the rings `options` for job j on `need` GPUs, with its reservation and value."""
+        c = self.s.cluster
         best = None
-        for p in self.options(j, need):
+        for p in options:
             if self.aware:
                 resv = self._reserve(p)
                 b = resv[2]
@@ -239,7 +304,7 @@ class MarginalAllocator:
     def starving(self) -> np.ndarray:
         """Active jobs older than STARVE_FACTOR x D (and STARVE_SLOTS slots), by arrival."""
         a = self.s.active
-        return a[self.age[a] >= starve_age(self.s, a)]
+        return a[self.s.now - self.s.workload.arrival[a] >= starve_age(self.s, a)]
 
     def rescue(self) -> int:
         """Embed the starving jobs first (see the module docstring); returns how many were placed."""
@@ -247,8 +312,9 @@ class MarginalAllocator:
         for j in self.starving().tolist():
             if not self.gpus.total:  # a full cluster: no later job fits either
                 break
-            prev = sum(g for _, g in self.s.previous.get(j, ()))
-            need = max(int(self.s.workload.gpus[j]), prev)
+            need = max(int(self.s.workload.gpus[j]), self.prev_w[self.row[j]])
+            if need > self.gpus.total:  # no ring of that size fits (embed would find none)
+                continue
             got = self.embed(j, need)
             if got is None or not got[1][2] > 0:  # no room, or a ring with no bandwidth left
                 continue
@@ -265,30 +331,33 @@ class MarginalAllocator:
         heap = self.first_moves()
         heapq.heapify(heap)
         checked: set[tuple[int, int]] = set()
-        while heap and self.gpus.total:  # every move needs a free GPU: none left, none succeeds
-            _, j, cur, target = heapq.heappop(heap)
-            if self.w.get(j, 0) != cur:
+        pop, push, w, v, place, gpus = heapq.heappop, heapq.heappush, self.w, self.v, self.place, self.gpus
+        while heap and gpus.total:  # every move needs a free GPU: none left, none succeeds
+            _, j, cur, target = pop(heap)
+            if w.get(j, 0) != cur:
                 continue
-            old = (self.place.get(j), self.resv.get(j))
-            self._release(j)
+            old = place.get(j)
+            if old is not None:
+                old_resv = self.resv[j]
+                self._release(j)
             got = self.embed(j, target)
-            base = self.v.get(j, self.v0[self.row[j]])
-            gain = (got[2] - base) / (target - cur) if got else -np.inf
-            nxt = -heap[0][0] if heap else -np.inf
+            if got is not None:
+                gain = (got[2] - (v[j] if cur else self.v0[self.row[j]])) / (target - cur)
+                nxt = -heap[0][0] if heap else -math.inf
             if got is None or gain <= MIN_GAIN or (gain < nxt - 1e-12 and (j, target) not in checked):
-                if old[0] is not None:
-                    self._acquire(j, old[0], old[1])
+                if old is not None:
+                    self._acquire(j, old, old_resv)
                 if got is not None and gain > 0:
                     checked.add((j, target))
-                    heapq.heappush(heap, (-gain, j, cur, target))
+                    push(heap, (-gain, j, cur, target))
                 continue
             self._acquire(j, got[0], got[1])
-            self.w[j], self.v[j] = target, got[2]
+            w[j], v[j] = target, got[2]
             self.order[j] = step
             step += 1
             mv = self.next_move(j)
             if mv is not None:
-                heapq.heappush(heap, mv)
+                push(heap, mv)
         return [(j, self.place[j]) for j in sorted(self.order, key=self.order.__getitem__)]
 
 

@@ -54,12 +54,14 @@ class GoodputAllocator(MarginalAllocator):
     """GADGET's greedy valuing every job by the Pollux fitness of its speedup."""
 
     def __init__(self, state: SlotState) -> None:
-        wl, c = state.workload, state.cluster
-        b = np.where(
-            wl.gpus <= c.gpus_per_server, c.intra_bandwidth, min(float(c.nic.min()), c.intra_bandwidth)
-        )
-        self.base_goodput = throughput(wl.tau, wl.grad_bytes, wl.gpus, b, state.alpha)
         super().__init__(state, aware=False, completion=False)
+
+    def base_goodput(self, js: np.ndarray) -> np.ndarray:
+        """Goodput of jobs `js` at their request, on one server when it holds them, else spread."""
+        wl, c = self.s.workload, self.s.cluster
+        g = wl.gpus[js]
+        b = np.where(g <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
+        return throughput(wl.tau[js], wl.grad_bytes[js], g, b, self.s.alpha)
 
     def value(
         self, js: np.ndarray, w: np.ndarray, b: np.ndarray, lost: np.ndarray | float = 0.0
@@ -69,7 +71,7 @@ class GoodputAllocator(MarginalAllocator):
         rate = throughput(wl.tau[js], wl.grad_bytes[js], w, b, s.alpha)
         with np.errstate(divide="ignore", invalid="ignore"):
             rate = np.where(lost > 0, s.remaining[js] / (s.remaining[js] / rate + lost), rate)
-        speedup = rate * efficiency(w, wl.gpus[js]) / self.base_goodput[js]
+        speedup = rate * efficiency(w, wl.gpus[js]) / self.base_goodput(js)
         return np.maximum(np.nan_to_num(speedup), PAUSED_SPEEDUP) ** P_NORM / P_NORM
 
 
