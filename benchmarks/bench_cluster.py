@@ -24,7 +24,8 @@ is) and one restart cost (by default each model's checkpoint save + reload + rel
 `--only scale` runs instead the speed targets: GADGET's decision for 1,000 active jobs on 512
 servers (target <= 20 ms), every scheduler on a 5,000-job trace on 1,024 servers (all together
 <= 60 s), growth with jobs (1,250 to 10,000; at most n log n) and GADGET on a 100,000-job trace on
-2,048 servers (time and memory), each trace asking for 0.9 of the GPUs; its own section.
+2,048 servers (time and memory), each trace asking for 0.9 of the GPUs, and the 100,000-job trace
+again asking for 1.5 of them (overloaded: the queue grows while jobs arrive); its own section.
 
 `--only ilp` runs instead every scheduler's summed slot gain over the exact ILP optimum (HiGHS)
 on random small instances, for every objective, with GADGET's candidate sizes and with free sizes:
@@ -36,8 +37,14 @@ the random ablation on the 5,000-job synthetic trace on 64 servers x 8 GPUs, sha
 GADGET at elastic 2 in the reserved mode; GADGET and Tiresias on the 1,000-job trace and on the
 Tiresias 60-job trace as recorded: decisions, wall time, average JCT of each.
 
-Run: python benchmarks/bench_cluster.py [--quick] [--only engines|ilp|scale]   (--quick: 200 jobs, fewer
-ILP instances, printed only, docs/results.md left alone)
+`--only fingerprints [FILE]` prints one line per run of a fixed set (every scheduler, both engines,
+reserved and shared, elastic 1 and 2, as generated and overloaded, restart 0, periodic re-planning,
+every objective; small traces, a few minutes): a hash of its JCTs and decision times, its average
+JCT, restarts and decisions; given FILE (an earlier run's output), the lines that differ, exit 1 if
+any. A change meant to leave results alone must leave these lines alone.
+
+Run: python benchmarks/bench_cluster.py [--quick] [--only engines|ilp|scale|fingerprints]
+(--quick: 200 jobs, fewer ILP instances, printed only, docs/results.md left alone)
 """
 
 from __future__ import annotations
@@ -354,6 +361,7 @@ GROWTH_REPEATS = 3  # growth times: the best of this many runs (the machine is s
 SCALE_REPEATS = 2  # the 5,000-job times: the best of this many runs
 DECISION_REPEATS = 15
 SCALE_LOAD = 0.9  # GPUs asked over GPUs while jobs arrive (see scale_trace)
+OVERLOAD = 1.5  # the 100,000-job trace again, asking for more than the cluster has: the queue grows
 
 
 def scale_cluster(servers: int):
@@ -361,27 +369,39 @@ def scale_cluster(servers: int):
     return parse_cluster(f"leafspine:leaves={servers // 16},spines=16,servers_per_leaf=16,gpus=8")
 
 
-def scale_trace(jobs: int, servers: int):
+def scale_trace(jobs: int, servers: int, load: float = SCALE_LOAD):
     """The synthetic trace (seed 1) with its arrivals spread so that, while jobs arrive, it asks
-    for SCALE_LOAD of the cluster's GPUs (GPU-seconds over GPUs x arrival span): below 1 the
+    for `load` of the cluster's GPUs (GPU-seconds over GPUs x arrival span): below 1 the
     queue stays bounded, so time per job measures the simulator rather than a backlog that grows
     with the trace."""
     wl = synthetic(jobs, seed=1)
     asked = float((wl.gpus * wl.duration).sum())
-    return wl.scale_arrivals(asked / (SCALE_LOAD * 8 * servers * float(wl.arrival.max())))
+    return wl.scale_arrivals(asked / (load * 8 * servers * float(wl.arrival.max())))
 
 
-def _timed(jobs: int, servers: int, name: str) -> tuple[float, int, float, float, float]:
-    """One default run (events engine, reserved mode) in this process: wall s, decisions, longest
-    decision s, average JCT, peak resident memory of the process in GB."""
+def _timed(
+    jobs: int, servers: int, name: str, load: float = SCALE_LOAD
+) -> tuple[float, float, int, float, float, float, int]:
+    """One default run (events engine, reserved mode) in this process: wall s, CPU s, decisions,
+    longest decision s, average JCT, peak resident memory of the process in GB, most active jobs
+    at a decision."""
     import resource
 
-    wl, cl = scale_trace(jobs, servers), scale_cluster(servers)
-    t0 = time.perf_counter()
-    r = simulate(wl, cl, get_scheduler(name), SimConfig())
-    wall = time.perf_counter() - t0
+    wl, cl = scale_trace(jobs, servers, load), scale_cluster(servers)
+    scheduler = get_scheduler(name)
+    most = [0]
+    decide = scheduler.decide
+
+    def counted(state):
+        most[0] = max(most[0], len(state.active))
+        return decide(state)
+
+    scheduler.decide = counted  # type: ignore[method-assign]
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = simulate(wl, cl, scheduler, SimConfig())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    return wall, len(r.slot_starts), r.scheduler_s_max, r.avg_jct_s, rss
+    return wall, cpu, len(r.slot_starts), r.scheduler_s_max, r.avg_jct_s, rss, most[0]
 
 
 def scale(quick: bool = False) -> None:
@@ -418,11 +438,14 @@ def scale(quick: bool = False) -> None:
     rows.append([f"all {len(SCHEDULERS)} schedulers, {jobs:,} jobs, {SCALE_SERVERS:,} servers (s)",
                  f"{sum(total.values()):.1f}", "<= 60"])  # fmt: skip
     rows.append(["all but the random ablation (s)", f"{rest:.1f}", ""])
-    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:  # its own memory
-        wall, decisions, longest, avg, rss = pool.submit(_timed, *huge, "gadget").result()
-    rows.append([f"GADGET, {huge[0]:,}-job trace on {huge[1]:,}x8 GPUs: {decisions:,} decisions (longest "
-                 f"{longest:.2f} s), avg JCT {avg:.0f} s; wall s / peak memory GB", f"{wall:.0f} / {rss:.2f}",
-                 "runs"])  # fmt: skip
+    for load in (SCALE_LOAD, OVERLOAD):
+        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:  # its own memory
+            got = pool.submit(_timed, *huge, "gadget", load).result()
+        wall, cpu, decisions, longest, avg, rss, most = got
+        rows.append([f"GADGET, {huge[0]:,}-job trace on {huge[1]:,}x8 GPUs asking for {load:g} of them: "
+                     f"{decisions:,} decisions (longest {longest:.2f} s, at most {most:,} active jobs), "
+                     f"avg JCT {avg:.0f} s; wall s / CPU s / peak memory GB",
+                     f"{wall:.0f} / {cpu:.0f} / {rss:.2f}", "runs"])  # fmt: skip
     grow = {}
     for n in growth:
         for name in SCHEDULERS:
@@ -456,8 +479,10 @@ def scale(quick: bool = False) -> None:
         f"{SCALE_SERVERS:,}-server cluster (routes already found) and longer traces; 'exponent per doubling' "
         "is log(t2/t1)/log(n2/n1) between neighbouring sizes (n log n from 5,000 to 10,000 jobs: 1.11); "
         "'largest / n log n': time at the largest size over time at the smallest, divided by the same ratio "
-        "of n log n (at most 1: no faster growth than n log n). The 100,000-job run is GADGET's alone, in "
-        "its own process (peak resident memory of that process)."
+        "of n log n (at most 1: no faster growth than n log n). The 100,000-job runs are GADGET's alone, "
+        f"each in its own process (peak resident memory of that process), asking for {SCALE_LOAD:g} and for "
+        f"{OVERLOAD:g} of the GPUs (overloaded: the queue grows while jobs arrive); CPU s is that process's "
+        "CPU time, less inflated by the machine's other work than the wall time."
     )
     table = (
         "**Speed at scale**\n\n" + markdown(["measure", "value", "target"], rows)
@@ -543,14 +568,78 @@ def main(quick: bool = False) -> None:
     publish("Cluster scheduling (GADGET and baselines)", intro, "\n\n".join(sections))
 
 
+def fingerprint_runs():
+    """The runs `--only fingerprints` hashes: (label, trace, cluster, config, schedulers)."""
+    every, cl = tuple(SCHEDULERS), parse_cluster(LEAFSPINE)
+    small = parse_cluster("leafspine:leaves=4,spines=2,servers_per_leaf=4,gpus=8")
+    big = parse_cluster("leafspine:leaves=64,spines=16,servers_per_leaf=16,gpus=8")
+    wl60, _ = load_trace(str(DATA / "tiresias_60_job.csv"), elastic=2)
+    spec60 = parse_cluster(str(DATA / "tiresias_cluster_spec.csv"))
+    runs = []
+    for elastic in (1, 2):
+        wl = synthetic(500, seed=1, elastic=elastic)
+        for mode in ("reserved", "shared"):
+            for engine in ("events", "slots"):
+                cfg = SimConfig(network=mode, engine=engine)
+                runs.append((f"500 e{elastic} {mode} {engine}", wl, cl, cfg, every))
+    runs.append(
+        ("60 e2 shared events", wl60.scale_arrivals(0.25), spec60, SimConfig(network="shared"), every)
+    )
+    wl = synthetic(1000, seed=2, interval=0.625, elastic=2)
+    runs.append(("big 1000 e2 reserved events", wl, big, SimConfig(), every[:5] + every[6:]))  # no random
+    for elastic in (1, 2):
+        for seed in (3, 4):
+            wl, what = synthetic(400, seed=seed, elastic=elastic).scale_arrivals(0.15), f"over400 s{seed}"
+            what += f" e{elastic}"
+            for mode, engine in (("reserved", "events"), ("shared", "slots"), ("reserved", "slots")):
+                runs.append(
+                    (f"{what} {mode} {engine}", wl, small, SimConfig(network=mode, engine=engine), every)
+                )
+            allocators = ("gadget", "optimus", "pollux")
+            runs.append((f"{what} restart0", wl, small, SimConfig(restart=0.0), (*allocators, "random")))
+            runs.append(
+                (f"{what} realloc", wl, small, SimConfig(reallocate=600.0), (*allocators, "tiresias"))
+            )
+            for objective in ("excess", "energy", "fair", "loss"):
+                cfg = SimConfig(objective=Objective(objective))
+                runs.append((f"{what} {objective}", wl, small, cfg, ("gadget",)))
+    return runs
+
+
+def fingerprints(check: str | None = None) -> int:
+    """Print (or, given an earlier output `check`, compare) one line per fingerprinted run."""
+    import hashlib
+
+    lines = []
+    for what, wl, cl, config, names in fingerprint_runs():
+        for name in names:
+            r = simulate(wl, cl, get_scheduler(name), config)
+            digest = hashlib.sha256(r.jct.tobytes() + r.slot_starts.tobytes()).hexdigest()[:16]
+            done = f"{r.avg_jct_s!r} | {r.restarts} | {len(r.slot_starts)}"
+            lines.append(f"{what} | {name} | {digest} | {done}")
+            if check is None:
+                print(lines[-1], flush=True)
+    if check is None:
+        return 0
+    before = set(Path(check).read_text().splitlines())
+    diff = sorted(set(lines) ^ before)
+    for line in diff:
+        print(("- " if line in before else "+ ") + line)
+    print(f"{len(lines)} runs, {len(diff)} lines differ")
+    return 1 if diff else 0
+
+
 ONLY = {"engines": engines, "ilp": ilp, "scale": scale}
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     if "--only" in args:
         only = args[args.index("--only") + 1] if args.index("--only") + 1 < len(args) else ""
+        if only == "fingerprints":
+            rest = args[args.index("--only") + 2 :]
+            sys.exit(fingerprints(rest[0] if rest else None))
         if only not in ONLY:
-            sys.exit(f"--only takes {' or '.join(ONLY)}, got {only!r}")
+            sys.exit(f"--only takes {' or '.join(ONLY)} or fingerprints, got {only!r}")
         ONLY[only](quick="--quick" in args)
     else:
         main(quick="--quick" in args)
