@@ -39,7 +39,7 @@ Tiresias 60-job trace as recorded: decisions, wall time, average JCT of each.
 
 `--only fingerprints [FILE]` prints one line per run of a fixed set (every scheduler, both engines,
 reserved and shared, elastic 1 and 2, as generated and overloaded, restart 0, periodic re-planning,
-every objective; small traces, a few minutes): a hash of its JCTs and decision times, its average
+every objective; small traces, a few minutes): a hash of its JCTs and decision instants, its average
 JCT, restarts and decisions; given FILE (an earlier run's output), the lines that differ, exit 1 if
 any. A change meant to leave results alone must leave these lines alone.
 

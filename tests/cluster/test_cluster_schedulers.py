@@ -157,7 +157,7 @@ def test_one_value_in_floats_equals_the_vectorised_value(completion):
         assert g._scalar
         for j in st.active.tolist():
             for w in (1, 2, 3, 8, 64):
-                for b in (np.inf, 1e9, 12.5e9, float(rng.uniform(1e6, 1e11))):
+                for b in (np.inf, 0.0, 1e9, 12.5e9, float(rng.uniform(1e6, 1e11))):
                     for lost in (0.0, 10.0, float(rng.uniform(0, 300))):
                         want = float(g.value(np.array([j]), np.array([w]), np.array([b]), lost)[0])
                         assert g._value_one(j, w, b, lost) == want

@@ -100,22 +100,23 @@ class MarginalAllocator:
         cand = np.where(cand <= cap[:, None], cand, 0)
         cand[wl.max_workers[a] <= wl.gpus[a], :-1] = 0  # a rigid job (elastic 1) has one size: its request
         cand.sort(axis=1)
-        self.est_b = np.where(cand <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
+        est_b = np.where(cand <= c.gpus_per_server, c.intra_bandwidth, self.spread_bw)
         # the table assumes a job keeps its previous ring at its previous size and moves otherwise
         lost = np.where(cand == np.array(self.prev_w)[:, None], 0.0, np.array(self.cost)[:, None])
-        table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), self.est_b, lost)
+        table = self.value(np.broadcast_to(a[:, None], cand.shape), np.maximum(cand, 1), est_b, lost)
         v0 = self.value(a, np.zeros(len(a)), np.full(len(a), np.inf))
         self.v0 = v0.tolist()
         with np.errstate(divide="ignore", invalid="ignore"):  # each first move from nothing (next_move)
             first = (table - v0[:, None]) / cand
         self._first = np.where((cand > 0) & ~np.isnan(first), first, -np.inf)  # a NaN gain never wins
         self._first_cand = cand
-        # per job, as lists without the padding zeros (a sorted row's prefix): sizes, values, b
+        # sizes, values and estimated b without the padding zeros (a sorted row's prefix), all jobs'
+        # in three flat lists: job row i's are [_lo[i], _hi[i]) (no list per job to build)
         keep = cand > 0
-        ends = np.cumsum(keep.sum(axis=1)).tolist()
-        spans = list(zip([0, *ends[:-1]], ends, strict=True))
-        flat = cand[keep].tolist(), table[keep].tolist(), self.est_b[keep].tolist()
-        self.cand, self.table, self.est_b = ([f[lo:hi] for lo, hi in spans] for f in flat)
+        count = keep.sum(axis=1)
+        ends = np.cumsum(count)
+        self._lo, self._hi = (ends - count).tolist(), ends.tolist()
+        self._cand, self._table, self._est = cand[keep].tolist(), table[keep].tolist(), est_b[keep].tolist()
         # GPUs that running jobs held last slot, kept from other jobs while a ring fits elsewhere
         self.claims = {j: p for j, p in state.previous.items() if self.cost[self.row[j]] > 0}
         self.claimed = np.zeros(c.num_servers, dtype=np.int64)
@@ -128,6 +129,11 @@ class MarginalAllocator:
         # one job's value in plain floats (`_value_one`): the completion-time and JCT values
         plain = completion or state.objective.name == "jct"
         self._scalar = type(self).value is MarginalAllocator.value and plain
+
+    @property
+    def cand(self) -> list[list[int]]:
+        """Each active job's candidate sizes, ascending (row i: `state.active[i]`)."""
+        return [self._cand[lo:hi] for lo, hi in zip(self._lo, self._hi, strict=True)]
 
     def value(
         self, js: np.ndarray, w: np.ndarray, b: np.ndarray, lost: np.ndarray | float = 0.0
@@ -148,13 +154,16 @@ class MarginalAllocator:
         """`value` of one job, float for float the same (np.exp on a float64 gives the vectorised
         exp's result; the rest is IEEE arithmetic in the same order), without numpy's per-call cost."""
         s, wl = self.s, self.s.workload
-        if not (self._scalar and w >= 1 and b > 0):
+        if not (self._scalar and w >= 1 and b >= 0):
             return float(self.value(np.array([j]), np.array([w]), np.array([b]), lost)[0])
         wf = float(w)
-        comm = 2 * (wf - 1) / wf * float(wl.grad_bytes[j]) / b + 2 * (wf - 1) * s.alpha if w > 1 else 0.0
-        rate = wf / (float(wl.tau[j]) + comm)
+        if w > 1 and b == 0:  # a ring with no bandwidth never finishes an iteration
+            rate = 0.0
+        else:
+            comm = 2 * (wf - 1) / wf * float(wl.grad_bytes[j]) / b + 2 * (wf - 1) * s.alpha if w > 1 else 0.0
+            rate = wf / (float(wl.tau[j]) + comm)
         left = float(s.remaining[j])
-        if lost > 0:
+        if lost > 0 and rate > 0:  # (at rate 0 value() gets 0 or NaN here: no progress either way)
             rate = left / (left / rate + lost)
         if self.completion:
             return -left / max(rate, 1e-300) if rate > 0 else BLANK
@@ -167,8 +176,9 @@ class MarginalAllocator:
         cur = self.w.get(j, 0)
         base = self.v.get(j, self.v0[i])
         best_g, best_w = MIN_GAIN, 0
-        for w, v in zip(self.cand[i], self.table[i], strict=True):
-            if w > cur and (g := (v - base) / (w - cur)) > best_g:
+        cand, table = self._cand, self._table
+        for k in range(self._lo[i], self._hi[i]):
+            if (w := cand[k]) > cur and (g := (table[k] - base) / (w - cur)) > best_g:
                 best_g, best_w = g, w
         return (-best_g, j, cur, best_w) if best_w else None
 
@@ -221,11 +231,11 @@ class MarginalAllocator:
 
     def _value_at(self, j: int, need: int, b: float, moved: bool) -> float:
         i = self.row[j]
-        k = self.cand[i].index(need)
+        k = self._cand.index(need, self._lo[i], self._hi[i])
         lost = self.cost[i] if moved else 0.0
         as_table = moved != (need == self.prev_w[i]) or not self.cost[i]  # the table assumed this restart
-        if as_table and (need == 1 or b == self.est_b[i][k]):  # one worker: any b is the estimate's
-            return self.table[i][k]
+        if as_table and (need == 1 or b == self._est[k]):  # one worker: any b is the estimate's
+            return self._table[k]
         return self._value_one(j, need, b, lost)
 
     def options(self, j: int, need: int) -> tuple[Placement, ...]:
@@ -334,7 +344,7 @@ class MarginalAllocator:
         pop, push, w, v, place, gpus = heapq.heappop, heapq.heappush, self.w, self.v, self.place, self.gpus
         while heap and gpus.total:  # every move needs a free GPU: none left, none succeeds
             _, j, cur, target = pop(heap)
-            if w.get(j, 0) != cur:
+            if w.get(j, 0) != cur or (not cur and target > gpus.total):  # stale, or no ring fits
                 continue
             old = place.get(j)
             if old is not None:
