@@ -35,7 +35,14 @@ import numpy as np
 from gymnasium import spaces
 
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, OPTION_FEATURES, TREE_FEATURES, Episode
+from arsched.rl.episode import (
+    FLOW_FEATURES,
+    LINK_FEATURES,
+    OPTION_FEATURES,
+    TREE_FEATURES,
+    Episode,
+    RoundGraph,
+)
 from arsched.rl.instance import Instance
 from arsched.sim import simulate_flow
 from arsched.topology.core import Topology
@@ -83,6 +90,7 @@ class ScheduleEnv(gym.Env):
         )
         self.action_space = _scores(1)
         self._episode: Episode | None = None
+        self._graph: RoundGraph | None = None  # the round being decided
 
     def _observe(self) -> dict[str, Any]:
         ep = self._episode

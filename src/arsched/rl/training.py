@@ -18,8 +18,8 @@ policy gradient with the flow model's time as the reward.
    when warm-started) until the deterministic policy replays each of them or `distill` passes
    are spent. The policy's mode then is the best schedule found and its samples explore around
    it. Without it a schedule found once by sampling was lost again unless the group's noisy
-   advantages happened to push towards it (on BCube(3,1) samples found 1.163x the bound while
-   the policy stayed at greedy's 1.256x).
+   advantages happened to push towards it (bench_rl's `warm samples` beat the trained policy on
+   most instances).
 3. Every `evaluate_every` iterations (and at the end) the deterministic policy runs on every
    training network; the weights with the lowest mean gap so far are what the checkpoint
    holds (model selection on the training networks only), and `log.csv` gets a line.
@@ -245,7 +245,8 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     baseline = greedy_gaps(instances, timer)
     elites: list[Trajectory | None] = [None] * len(instances)  # each network's best episode so far
     if cfg.warm_start:
-        elites = teachers = [run(inst, None, timer, "greedy") for inst in instances]
+        teachers = [run(inst, None, timer, "greedy") for inst in instances]
+        elites = list(teachers)
         warm = torch.optim.Adam(policy.parameters(), lr=cfg.imitation_rate)
         imitate(policy, warm, teachers, cfg.imitation_epochs, cfg.max_rounds, seeds.imitation())
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
