@@ -95,8 +95,8 @@ def baselines(spec: str) -> dict[str, float | None]:
 
 
 def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool) -> dict:
-    """Train one policy (unless `out` holds this very training already: `--work` resumes a
-    cut run); its metadata and the curve from log.csv."""
+    """Train one policy (unless `out` holds this very training already, on today's features:
+    `--work` resumes a cut run); its metadata and the curve from log.csv."""
     import json
 
     from arsched.rl.training import train
@@ -104,12 +104,10 @@ def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool) 
     cfg = TrainConfig(spec, out=Path(out), iterations=iterations, seed=seed, warm_start=warm, nbytes=SIZE)
     done = Path(out) / "meta.json"
     meta = json.loads(done.read_text()) if done.is_file() else {}
-    same = [meta.get(k) for k in ("topologies", "iterations", "seed", "warm_start")] == [
-        spec,
-        iterations,
-        seed,
-        warm,
-    ]
+    from arsched.rl.checkpoint import FEATURE_VERSION
+
+    keys = ("topologies", "iterations", "seed", "warm_start", "feature_version")
+    same = [meta.get(k) for k in keys] == [spec, iterations, seed, warm, FEATURE_VERSION]
     if not same:
         meta = train(cfg)
     meta["curve"] = [

@@ -7,6 +7,7 @@ import pytest
 
 from arsched.collective import validate
 from arsched.rl.env import ScheduleEnv
+from arsched.rl.episode import PLACE
 from arsched.rl.instance import Instance
 from arsched.rl.rollout import Timer, greedy_plan, run
 from arsched.sim import DEFAULT_ALPHA
@@ -44,8 +45,8 @@ def test_random_agents_end_in_a_valid_schedule_and_observations_fit_the_space(sp
 
 
 def test_greedys_scores_give_greedy_trees_schedule():
-    """Scoring greedy's plan highest and every flow by its place in greedy's order (the last
-    flow feature) is the training environment's teacher: the same schedule, transfer for
+    """Scoring greedy's plan highest and every flow by its place in greedy's order (feature
+    `PLACE`) is the training environment's teacher: the same schedule, transfer for
     transfer, and the same time."""
     topo = parse_spec("bcube:n=3,k=1")
     env = ScheduleEnv(topo, 16e6)
@@ -53,7 +54,7 @@ def test_greedys_scores_give_greedy_trees_schedule():
 
     def agent(obs, env):
         if obs["level"] == 2:
-            return obs["flows"][:, -1]
+            return obs["flows"][:, PLACE]
         pick = chunks if obs["level"] == 0 else shape
         return np.eye(env.action_space.shape[0], dtype=np.float32)[pick]
 
