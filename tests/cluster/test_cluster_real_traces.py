@@ -1,11 +1,15 @@
 """The loaders on samples written in the released layouts of Philly, Helios, Alibaba PAI and
-Tiresias (tests/cluster/data, see its README): completed jobs by default, stopped ones with
-keep_failed, GPU types scaled by their speed, bad rows one sentence."""
+Tiresias, and on the example entries the Philly, Helios and PAI owners publish
+(tests/cluster/data, see its README): completed jobs by default, stopped ones with keep_failed,
+GPU types scaled by their speed, bad rows one sentence."""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -137,3 +141,40 @@ def test_gpu_speeds_from_the_cli(tmp_path, capsys):
         code, out, err = run(capsys, "cluster", "run", "--trace", str(PAI), "--gpu-speed", bad)
         assert_one_line_error(code, err)
         assert "is not TYPE=F" in err and out == ""
+
+
+UPSTREAM = DATA / "upstream"  # the trace owners' own example entries (CC BY 4.0, see data/README.md)
+
+
+def test_philly_on_its_owners_example_entry():
+    path = UPSTREAM / "philly" / "cluster_job_log.json"
+    (job,) = json.loads(path.read_text())
+    last = job["attempts"][-1]
+    run = datetime.fromisoformat(last["end_time"]) - datetime.fromisoformat(last["start_time"])
+    wl, skipped = load_trace(str(path))
+    assert (wl.ids, skipped) == ((job["jobid"],), 0)
+    assert wl.gpus[0] == sum(len(d["gpus"]) for d in last["detail"])  # the last attempt's GPUs
+    assert wl.duration[0] == pytest.approx(run.total_seconds())  # and its run time, not the first attempt's
+
+
+def test_helios_on_its_owners_example_rows():
+    path = UPSTREAM / "helios" / "cluster_log.csv"
+    rows = list(csv.DictReader(path.open()))
+    done = [r for r in rows if r["state"] == "COMPLETED"]
+    wl, skipped = load_trace(str(path))
+    assert (wl.ids, skipped) == (tuple(r["job_id"] for r in done), 0)
+    assert wl.gpus.tolist() == [int(r["gpu_num"]) for r in done]
+    assert wl.duration.tolist() == [float(r["duration"]) for r in done]
+    every, _ = load_trace(str(path), keep_failed=True)  # FAILED and CANCELLED too
+    assert every.ids == tuple(r["job_id"] for r in rows)
+
+
+def test_pai_on_its_owners_example_entry():
+    path = UPSTREAM / "pai" / "pai_task_table.csv"
+    (row,) = list(csv.reader(path.open()))
+    task = dict(zip(PAI_HEADER.strip().split(","), row, strict=True))
+    wl, skipped = load_trace(str(path))
+    assert (wl.ids, skipped) == ((task["job_name"],), 0)
+    assert wl.gpus[0] == math.ceil(float(task["plan_gpu"]) / 100)  # half a GPU takes a whole one
+    run_s = float(task["end_time"]) - float(task["start_time"])
+    assert wl.duration[0] == pytest.approx(run_s * GPU_SPEED[task["gpu_type"]])
