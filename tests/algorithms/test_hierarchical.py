@@ -181,3 +181,30 @@ def test_estimate_charges_alpha_as_the_simulation_does(spec):
     check(s)
     simulated = simulate_flow(s, alpha).time_s - simulate_flow(s, 0.0).time_s
     assert paid[pieces] - free[pieces] == pytest.approx(simulated, rel=0.2)
+
+
+def test_rails_across_units_load_no_link_past_the_bound():
+    """Six boxes in units of two: every rail crosses the spines. One piece of direct rails
+    loads no link for longer than the bound's time (read in the fabric's spread order, d-mod-k
+    splits every rail's traffic over both spines; by GPU number it put it all on one, 1.6×)."""
+    topo = parse_spec("hgx:boxes=6,gpus_per_box=4,su=2,spines=2")
+    s = build("hierarchical", topo, None, 256e6, stages=1, rail="direct")
+    check(s)
+    r = simulate_flow(s, 0.0)
+    assert (r.link_bytes / topo.compiled.capacity).max() <= r.bound_s * (1 + 1e-9)
+
+
+def test_at_least_a_pipeline_of_units_where_memory_allows(monkeypatch):
+    """Where the transfer limit allows less than one unit (a thousand GPUs), plans may still cut
+    `PIPELINE` units, fewer only where the schedule would not fit in the memory limit."""
+    import arsched.algorithms.hierarchical as hierarchical
+    from arsched.limits import schedule_memory, set_max_memory
+
+    n, per_unit = 1024, 2_095_104
+    assert hierarchical._units(n, per_unit) == hierarchical.PIPELINE
+    assert hierarchical._units(16, 100) == min(hierarchical.TRANSFERS // 100, hierarchical.MAX_STAGES)
+    monkeypatch.setenv("ARSCHED_MAX_MEMORY", "1GB")
+    set_max_memory(schedule_memory(n, 2 * n, 2 * per_unit))
+    assert hierarchical._units(n, per_unit) == 2
+    set_max_memory(1)
+    assert hierarchical._units(n, per_unit) == 1

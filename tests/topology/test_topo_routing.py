@@ -344,3 +344,55 @@ def test_ecmp_picks_are_the_listed_paths(spec):
                     continue
                 paths = t.router.ecmp_paths(a, b, limit=16)
                 assert np.array_equal(got, c.path_links(paths[(sources[i] * pick + 3) % len(paths)]))
+
+
+def _leaf_uplink_loads(t: Topology, order_kept: bool) -> list[np.ndarray]:
+    """Per leaf, the pairs its uplinks carry when every GPU sends to every GPU of its rail (its
+    local index) in the other boxes, routed with spreading; on `t` as built, or on the same
+    network without its spread order."""
+    if not order_kept:
+        t = Topology(t.name, [(n, t.kind(n)) for n in t.nodes], t.links)
+    c = t.compiled
+    gpus = 4
+    pairs = [
+        (c.index[f"s{a}"], c.index[f"s{b}"])
+        for a in range(len(t.servers))
+        for b in range(len(t.servers))
+        if a % gpus == b % gpus and a // gpus != b // gpus
+    ]
+    src, dst = map(np.array, zip(*pairs, strict=True))
+    _, links = t.router.link_paths(src, dst, spread=True)
+    load = np.bincount(links, minlength=c.num_links)
+    leaves = [n for n in t.switches if n.startswith("leaf")]
+    return [
+        load[
+            (c.link_src == c.index[leaf])
+            & np.isin(c.link_dst, [c.index[s] for s in t.switches if s.startswith("spine")])
+        ]
+        for leaf in leaves
+    ]
+
+
+def test_spread_balances_every_rail_over_the_spines_of_a_gpu_cluster():
+    """A rail leaf gathers GPU i of every box of its unit, so numbered box by box the GPUs of a
+    rail share their index mod 4 and d-mod-k sends a rail's traffic to the other units over one
+    spine of two; read in the fabric's rail-major spread order, each leaf splits it evenly."""
+    from arsched.topology import parse_spec
+
+    t = parse_spec("hgx:boxes=6,gpus_per_box=4,su=2,spines=2")
+    balanced = _leaf_uplink_loads(t, order_kept=True)
+    assert all(up.min() == up.max() > 0 for up in balanced)
+    lopsided = _leaf_uplink_loads(t, order_kept=False)
+    assert all(up.min() == 0 for up in lopsided)
+
+
+def test_spread_order_defaults_to_node_order_and_names_servers_only():
+    t = fattree(4)
+    assert (t.spread_key == np.arange(t.compiled.num_nodes)).all()
+    nodes = [(n, t.kind(n)) for n in t.nodes]
+    s = Topology("again", nodes, t.links, spread_order=list(reversed(t.servers)))
+    assert s.spread_key[s.compiled.index[t.servers[-1]]] == 0
+    assert s.spread_key[s.compiled.index[t.switches[0]]] == len(t.servers)
+    for bad in ([t.switches[0]], [t.servers[0], t.servers[0]], ["nowhere"]):
+        with pytest.raises(TopologyError, match="spread order"):
+            Topology("bad", nodes, t.links, spread_order=bad)

@@ -41,7 +41,9 @@ and stays above the bound however it is pipelined. Where the box fabric and the 
 busy for nearly the bound's time (H100 boxes), nothing hides the pipeline's ends, and every
 piece costs each connection a step: the pieces trade exposed ends against steps (`estimate`),
 and with many boxes `TRANSFERS` bounds them (a unit of one chunk per rank is N·(g − 1)·G
-transfers inside the boxes per phase). On a box without a switch (MI250's xGMI mesh) `direct`
+transfers inside the boxes per phase), though never below `PIPELINE` units where the memory
+limit allows: at 1,024 GPUs one unit is already 2 million transfers, and a plan of one piece
+runs its three phases one after the other. On a box without a switch (MI250's xGMI mesh) `direct`
 routes through other GPUs and `ring` uses one of a GPU's links: neither comes near the mesh's
 cut, and even a reduce-scatter at the mesh's own bound would leave this scheme above the
 cluster's bound, which counts the NICs' ingress too; tree packing is the scheme there.
@@ -67,6 +69,7 @@ from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
+from arsched.limits import max_memory, schedule_memory
 from arsched.topology.core import Topology
 
 NAME = "hierarchical"
@@ -74,7 +77,8 @@ GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where 
 SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough
 SIMULATE_TRANSFERS = 200_000  # schedules larger than this are chosen by the estimate alone
 REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
-TRANSFERS = 524_288  # pieces are not cut finer than this many transfers allow (a runtime's limit)
+TRANSFERS = 524_288  # pieces are not cut finer than this many transfers allow (a runtime's limit) ...
+PIPELINE = 4  # ... but into this many units where memory allows (at a thousand ranks, one unit is more)
 INTRA = ("direct", "ring")
 RAIL = ("direct", "ring", "rhd")
 Ints = np.ndarray | int
@@ -316,7 +320,7 @@ def estimate(
     pieces (S = √(F / o), o the dearest step), and ramps (`ramp`) whose growth is at most what
     the busiest phase hides of its neighbours, min(p1 / p0, p1 / p2) where the rail is busiest
     (that ratio and the gentler `GROWTHS` below it), held at every size that fits, with at most
-    `MAX_STAGES` units in all and at most `TRANSFERS` transfers.
+    `MAX_STAGES` units in all and the transfers `_units` allows.
     """
     n = len(ranks)
     tally = _Tally()
@@ -356,7 +360,7 @@ def estimate(
         ends = fill * (w[0] + w[-1]) / (2 * sum(w))
         return whole + ends + overhead(len(w))
 
-    units = max(1, min(MAX_STAGES, TRANSFERS // len(step)))  # len(step): one unit's transfers
+    units = _units(n, len(step))
     if fill <= 0:
         equal = 1
     else:  # with no cost per step, as many pieces as the limit allows
@@ -374,6 +378,17 @@ def estimate(
                 hold += 1
             top *= 2
     return sorted(((cost(list(w)), list(w)) for w in options), key=lambda c: c[0])
+
+
+def _units(ranks: int, per_unit: int) -> int:
+    """The most units (of one chunk per rank, `per_unit` transfers each) a plan may cut its
+    pieces into: what `TRANSFERS` allows, and at least `PIPELINE` (without a pipeline the three
+    phases run one after the other: a 1,024-GPU cluster's first plan was 2.3× the bound) as long
+    as the schedule fits in the memory limit."""
+    units = min(MAX_STAGES, max(TRANSFERS // per_unit, PIPELINE))
+    while units > 1 and schedule_memory(ranks, units * ranks, units * per_unit) > max_memory():
+        units -= 1
+    return units
 
 
 def _choose(name: str, value: str, options: tuple[str, ...]) -> tuple[str, ...]:

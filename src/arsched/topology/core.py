@@ -54,6 +54,13 @@ class Topology:
     Build one with a family constructor (`bcube`, `fattree`, ...), from a networkx graph
     (`Topology.from_networkx`), a file (`arsched.topology.load`), or directly from nodes and
     links. Ranks of collectives are servers; `servers` keeps the construction order.
+
+    `spread_order` lists servers in the order in which d-mod-k spreading reads destinations
+    (`Router.link_paths`; the others follow in node order): d-mod-k balances traffic over
+    equal-cost paths when hosts are numbered along the tree (as a fat-tree's are), and a
+    family whose construction order is not that order gives it (a GPU cluster's rail leaves
+    gather one GPU of every box: its GPUs numbered box by box put every rail's traffic on one
+    spine).
     """
 
     def __init__(
@@ -61,6 +68,7 @@ class Topology:
         name: str,
         nodes: Iterable[tuple[str, str]],
         links: Iterable[Link | tuple],
+        spread_order: Iterable[str] = (),
     ) -> None:
         self.name = str(name)
         kinds: dict[str, str] = {}
@@ -94,6 +102,11 @@ class Topology:
             )
         if not any(k == SERVER for k in kinds.values()):
             raise TopologyError(f"topology {self.name} has no server")
+        self._spread_order = tuple(spread_order)
+        if any(kinds.get(x) != SERVER for x in self._spread_order) or len(set(self._spread_order)) != len(
+            self._spread_order
+        ):
+            raise TopologyError(f"the spread order of {self.name} must list distinct servers of it")
 
     def _check_link(self, link: Link, seen: set[tuple[str, str]]) -> None:
         for end in (link.src, link.dst):
@@ -129,6 +142,7 @@ class Topology:
         servers: Iterable[str],
         switches: Iterable[str],
         cables: Iterable[tuple[str, str, float, float]],
+        spread_order: Iterable[str] = (),
     ) -> Topology:
         """A topology from full-duplex cables (u, v, bandwidth, latency): two links each."""
         nodes = [(s, SERVER) for s in servers] + [(w, SWITCH) for w in switches]
@@ -136,7 +150,7 @@ class Topology:
         for u, v, bw, lat in cables:
             links.append(Link(u, v, bw, lat))
             links.append(Link(v, u, bw, lat))
-        return cls(name, nodes, links)
+        return cls(name, nodes, links, spread_order)
 
     # ---- read access -------------------------------------------------------------------
     @property
@@ -217,6 +231,18 @@ class Topology:
         adjacency.sort_indices()
         is_server = np.fromiter((self._kinds[x] == SERVER for x in node_ids), dtype=bool, count=n)
         return CompiledTopology(node_ids, index, is_server, src, dst, cap, lat, adjacency)
+
+    @cached_property
+    def spread_key(self) -> np.ndarray:
+        """Each node's (by index) place in the order d-mod-k spreading reads destinations in:
+        `spread_order` first, then the other nodes in node order."""
+        c = self.compiled
+        key = np.arange(c.num_nodes, dtype=np.int64)
+        if self._spread_order:
+            listed = np.array([c.index[x] for x in self._spread_order], dtype=np.int64)
+            rest = np.setdiff1d(key, listed)  # sorted: node order
+            key[np.concatenate([listed, rest])] = np.arange(c.num_nodes)
+        return key
 
     @cached_property
     def router(self) -> Router:

@@ -93,7 +93,21 @@ def build_cluster(name: str, box: Box, boxes: int, fabric: Fabric, latency: list
         cables += [(mine[i], mine[j], bw, lat_box) for i, j, bw in box.mesh]
     if boxes > 1:
         _network(fabric, boxes, servers, gpus, switches, cables, (lat_pcie, lat_nic, lat_spine))
-    return Topology.from_cables(name, servers, switches, cables)
+    return Topology.from_cables(name, servers, switches, cables, _rail_major(boxes, gpus, fabric.rails))
+
+
+def _rail_major(boxes: int, gpus: int, rails: int) -> list[str]:
+    """The GPUs rail by rail, box by box within a rail: the order in which the fabric's tree
+    holds them (a rail leaf gathers one NIC of every box of its unit), for d-mod-k spreading
+    (`Topology.spread_order`): by construction order, every rail's GPUs would share their index
+    mod 8, and a leaf would send a rail's traffic to other units over one spine."""
+    share = gpus // rails
+    return [
+        f"s{b * gpus + g}"
+        for r in range(rails)
+        for b in range(boxes)
+        for g in range(r * share, (r + 1) * share)
+    ]
 
 
 def _network(

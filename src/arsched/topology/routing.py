@@ -136,7 +136,8 @@ class Router:
 
         By default these are the paths `path` chooses (lowest index at ties). With `spread`,
         each switch takes, among the next hops on a shortest path (in node-index order), the
-        ((t // m) mod count)-th, where t is the destination's node index and m the product of
+        ((t // m) mod count)-th, where t is the destination's place in the topology's spread order
+        (`Topology.spread_key`: its node index unless the family says otherwise) and m the product of
         the counts at the earlier switches: destination-digit spreading, which is d-mod-k
         routing on fat-trees (Zahavi et al.). It balances all-to-all traffic over equal-cost
         paths, while all traffic to one destination still follows one tree. Servers (the
@@ -157,7 +158,7 @@ class Router:
         nxt = None if spread else np.stack([self._next_hop(int(t)) for t in targets])
         ptr = np.concatenate([[0], np.cumsum(hops)])
         links = np.empty(ptr[-1], dtype=np.int64)
-        cur, digits = src.copy(), dst.copy()
+        cur, digits = src.copy(), self.topology.spread_key[dst]
         for k in range(int(hops.max(initial=0))):
             on = np.flatnonzero(hops > k)
             if nxt is None:
