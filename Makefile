@@ -64,6 +64,7 @@ bench: $(STAMP)
 	nice -n 10 $(BIN)/python benchmarks/bench_rl.py --iterations 25 --general-iterations 25 --curve-iterations 15
 	$(BIN)/python benchmarks/bench_rl_warm.py
 	$(BIN)/python benchmarks/bench_cluster.py
+	$(BIN)/python benchmarks/bench_cluster.py --only engines
 	$(BIN)/python benchmarks/bench_cluster.py --only ilp
 	$(BIN)/python benchmarks/bench_cluster.py --only scale
 	$(BIN)/python benchmarks/bench_fuzz.py
