@@ -9,8 +9,9 @@ import json
 import networkx as nx
 import pytest
 
-from arsched.algorithms import NotApplicable, build
+from arsched.algorithms import NotApplicable, build, get
 from arsched.collective import save, validate
+from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError, NotFaster, OutOfTime
 from arsched.sim import simulate_flow, simulate_rounds
 from arsched.topology import Topology, parse_spec, star
@@ -52,7 +53,11 @@ def test_auto_is_the_fastest_candidate_it_tried(make, model):
     for c in search["candidates"]:
         if "time_s" in c or c["note"].startswith("not tried"):
             continue
-        if c["note"].startswith("at least"):  # screened by its contention-free time: never faster
+        if "by its floor" in c["note"]:  # not built: its floor is no faster than the chosen one
+            other = build(c["algorithm"], topo, None, 64e6)
+            floor = get(c["algorithm"]).floors["allreduce"](topo, other.ranks, 64e6, DEFAULT_ALPHA)
+            assert model == "flow" and mine <= floor * (1 + 1e-6) <= sim(other).time_s * (1 + 1e-6)
+        elif c["note"].startswith("at least"):  # screened by its contention-free time: never faster
             other = build(c["algorithm"], topo, None, 64e6)
             r = sim(other)
             assert model == "flow" and r.time_s >= mine
@@ -167,3 +172,43 @@ def test_a_simulation_cut_short_is_retried_at_the_end_then_noted(monkeypatch, cu
         assert ring["time_s"] == pytest.approx(
             simulate_flow(build("ring", parse_spec("torus:dims=3x3"), None, 1e6)).time_s
         )
+
+
+FLOORED = ["ring", "multi-ring", "ps"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        *NETWORKS,
+        lambda: parse_spec("hgx:boxes=2"),
+        lambda: parse_spec("ring:n=6,reverse=100Gbps"),
+        lambda: star(5),
+    ],
+)
+@pytest.mark.parametrize("nbytes", [1e4, 16e6])
+def test_floors_are_lower_bounds_of_the_flow_model(make, nbytes):
+    """A floor, computed without building, never exceeds the built schedule's time, on directed,
+    asymmetric, GPU and switched networks, at sizes where α or bandwidth dominates."""
+    topo = make()
+    for name in FLOORED:
+        s = build(name, topo, None, nbytes)
+        floor = get(name).floors["allreduce"](topo, s.ranks, nbytes, DEFAULT_ALPHA)
+        assert 0 < floor <= simulate_flow(s).time_s * (1 + 1e-9), name
+
+
+def test_a_candidate_whose_floor_is_no_faster_is_not_built(monkeypatch):
+    """On 128 ranks at 16 MB a ring's 254 chained transfers and a parameter server's ingress are
+    slower than halving-doubling by their floors alone: neither is built."""
+    import arsched.algorithms.ps as ps
+    import arsched.algorithms.ring as ring
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("built")
+
+    monkeypatch.setattr(ps, "_ps", refuse)
+    monkeypatch.setattr(ring, "add_ring", refuse)
+    s = build("auto", parse_spec("fattree:k=8"), None, 16e6, candidates="rhd,ps,ring")
+    assert validate(s).ok and s.algorithm == "rhd"
+    notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
+    assert "by its floor" in notes["ps"] and "by its floor" in notes["ring"]

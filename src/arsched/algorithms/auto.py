@@ -14,7 +14,9 @@ cannot starve the others; one cut short is simulated again at the end with all t
 and if cut again is noted, not chosen. In the flow model a candidate is first timed without
 contention (the sweep `simulate_flow` runs first anyway): a lower bound on its simulated time,
 so one already no faster than the best is not simulated further (`give_up_above`; a contended
-event simulation can take minutes at a thousand ranks). The search ends early once a schedule is within
+event simulation can take minutes at a thousand ranks), and one whose `Floor` (a lower bound
+from its shape alone: a ring's chain of 2(N − 1) transfers, a parameter server's ingress) is
+no faster than the best is not even built. The search ends early once a schedule is within
 `GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
 A schedule with more than `CROWDED` rank pairs sending in one step (a sharded PS over a thousand
 ranks: a million flows at once, minutes of event simulation) is simulated after the others, and not at
@@ -186,6 +188,17 @@ def search(
         if (why := stop()) is not None:
             tried.append({"algorithm": name, "note": f"not tried: {why}"})
             continue
+        floor = get(name).floors.get(collective)
+        if floor is not None and best is not None and model == "flow":
+            least = floor(topology, rs, nbytes, a)
+            if least >= best[0] * (1 + SCREEN):
+                gap = least / (best[0] / best[1])
+                log.info("auto: %s at least %.3f× the bound, not built", name, gap)
+                slower = f"not faster than {best[2].algorithm}, not built"
+                tried.append(
+                    {"algorithm": name, "note": f"at least {gap:.3f}× the bound by its floor: {slower}"}
+                )
+                continue
         start = time.perf_counter()
         try:
             schedule = build(name, topology, rs, nbytes, collective, root)

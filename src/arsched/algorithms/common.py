@@ -94,3 +94,14 @@ def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
     candidates = [np.arange(n), np.array(tour)]
     best = min(candidates, key=cost)  # the given order wins ties
     return tuple(ranks[i] for i in best)
+
+
+def chain_floor(
+    topology: Topology, ranks: Sequence[str], hops: int, transfer_bytes: float, alpha: float
+) -> float:
+    """Seconds a chain of `hops` transfers of `transfer_bytes` each, every one waiting for the
+    one before it to arrive, takes at least in the flow model: each pays α and sends at no
+    more than the fastest link leaving a rank (a `registry.Floor` for chained schemes)."""
+    c = topology.compiled
+    fastest = float(c.capacity[np.isin(c.link_src, [c.index[r] for r in ranks])].max())
+    return hops * (alpha + transfer_bytes / fastest)

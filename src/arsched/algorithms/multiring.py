@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
+from arsched.algorithms.common import chain_floor, check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.packing.directed import symmetric
 from arsched.algorithms.packing.pipeline import deal
 from arsched.algorithms.registry import register
@@ -83,7 +83,17 @@ MAX_KEPT = 8
 allows fewer units): where more have a rate, the LP is solved again over the fastest."""
 
 
-@register("multi-ring", "several rings over disjoint ports/dimensions, their shares weighted by an LP")
+def _floor(topology: Topology, ranks: tuple[str, ...], nbytes: float, alpha: float) -> float:
+    """Every ring's chunks are chained around all N ranks twice: 2(N − 1) transfers of at least α
+    (their sizes depend on the shares, so only α counts)."""
+    return chain_floor(topology, ranks, 2 * (len(ranks) - 1), 0.0, alpha)
+
+
+@register(
+    "multi-ring",
+    "several rings over disjoint ports/dimensions, their shares weighted by an LP",
+    floor=_floor,
+)
 def multi_ring(
     topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 1e8, chunks: int | None = None
 ) -> Schedule:

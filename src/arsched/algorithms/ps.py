@@ -47,7 +47,15 @@ def _root_estimate(topology: Topology, ranks: tuple[str, ...]) -> np.ndarray:
     return 1.0 / np.minimum(ingress, egress) * 1e12 + hops
 
 
-@register("ps", "one parameter server: all ranks reduce into the root, the root copies back")
+def _floor(topology: Topology, ranks: tuple[str, ...], nbytes: float, alpha: float) -> float:
+    """All N − 1 other ranks' vectors enter the server: through its ingress, at best the largest
+    of any rank's."""
+    c = topology.compiled
+    ingress = np.bincount(c.link_dst, weights=c.capacity, minlength=c.num_nodes)
+    return (len(ranks) - 1) * nbytes / float(ingress[[c.index[r] for r in ranks]].max())
+
+
+@register("ps", "one parameter server: all ranks reduce into the root, the root copies back", floor=_floor)
 def ps(
     topology: Topology,
     ranks: Sequence[str] | None = None,

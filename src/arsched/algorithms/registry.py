@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -37,14 +37,21 @@ class UnknownAlgorithm(ArschedError):
     """No algorithm is registered under the name asked for."""
 
 
+Floor = Callable[[Topology, tuple[str, ...], float, float], float]
+"""floor(topology, ranks, nbytes, alpha): seconds that the schedule a builder would make with its
+default parameters cannot beat in the flow model (with per-transfer cost alpha), computed
+without building it (`auto` skips a candidate whose floor is no faster than its best)."""
+
+
 @dataclass(frozen=True)
 class Algorithm:
-    """A registered algorithm: its name, a one-line summary and its builder of each collective
-    it computes."""
+    """A registered algorithm: its name, a one-line summary, its builder of each collective it
+    computes, and for some of them a `Floor`."""
 
     name: str
     summary: str
     builders: dict[str, Builder]
+    floors: dict[str, Floor] = field(default_factory=dict)
 
     @property
     def collectives(self) -> tuple[str, ...]:
@@ -107,15 +114,19 @@ def _load_plugins() -> None:
             continue
 
 
-def register(name: str, summary: str, collective: str = "allreduce") -> Callable[[Builder], Builder]:
+def register(
+    name: str, summary: str, collective: str = "allreduce", floor: Floor | None = None
+) -> Callable[[Builder], Builder]:
     """Decorator that registers a builder of `collective` under `name` (the summary of the
-    name's first registration stays)."""
+    name's first registration stays), with its `floor` where it has one."""
 
     def wrap(fn: Builder) -> Builder:
         known = _REGISTRY.setdefault(name, Algorithm(name, summary, {}))
         if collective in known.builders:
             raise ValueError(f"algorithm {name!r} is registered twice for {collective}")
         known.builders[collective] = fn
+        if floor is not None:
+            known.floors[collective] = floor
         return fn
 
     return wrap

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.algorithms.common import (
+    chain_floor,
     check_nbytes,
     check_ranks,
     check_root,
@@ -77,7 +78,14 @@ def _ring_builder(
     return b, np.array([index[r] for r in cycle]), chunks
 
 
-@register("ring", "NCCL-style ring: reduce-scatter then all-gather over a short-hop ring order")
+def _floor(topology: Topology, ranks: tuple[str, ...], nbytes: float, alpha: float) -> float:
+    """Every chunk (1/N of the vector by default) is reduced around the ring and copied around it
+    again: 2(N − 1) transfers in a chain."""
+    n = len(ranks)
+    return chain_floor(topology, ranks, 2 * (n - 1), nbytes / n, alpha) if n > 1 else 0.0
+
+
+@register("ring", "NCCL-style ring: reduce-scatter then all-gather over a short-hop ring order", floor=_floor)
 def ring(
     topology: Topology,
     ranks: Sequence[str] | None = None,
