@@ -29,6 +29,8 @@ NETWORKS = [
     "fattree:k=8",
     "fattree:k=16",
     "leafspine:leaves=32,spines=16,servers_per_leaf=16",
+    "hgx:boxes=32,fabric=clos",
+    "hgx:boxes=64,gen=h100",
     "hgx:boxes=128",
 ]
 QUICK = ["fattree:k=8"]
