@@ -157,6 +157,7 @@ def test_pieces_stay_within_the_transfer_limit(monkeypatch):
     topo = parse_spec("hgx:boxes=4")
     free = build("hierarchical", topo, None, 256e6)
     monkeypatch.setattr(hierarchical, "TRANSFERS", len(free) // 4)
+    monkeypatch.setattr(hierarchical, "TRANSFERS_PER_RANK", 1)
     capped = build("hierarchical", topo, None, 256e6)
     check(capped)
     assert len(capped) <= len(free) // 4 < len(free)
@@ -194,14 +195,15 @@ def test_rails_across_units_load_no_link_past_the_bound():
     assert (r.link_bytes / topo.compiled.capacity).max() <= r.bound_s * (1 + 1e-9)
 
 
-def test_at_least_a_pipeline_of_units_where_memory_allows(monkeypatch):
-    """Where the transfer limit allows less than one unit (a thousand GPUs), plans may still cut
-    `PIPELINE` units, fewer only where the schedule would not fit in the memory limit."""
+def test_units_are_limited_per_rank_and_by_memory(monkeypatch):
+    """Beyond 64 ranks the transfer limit grows with the ranks (a thousand GPUs still get a
+    pipeline of four units of 2 million transfers), and shrinks where the schedule would not fit
+    in the memory limit."""
     import arsched.algorithms.hierarchical as hierarchical
     from arsched.limits import schedule_memory, set_max_memory
 
     n, per_unit = 1024, 2_095_104
-    assert hierarchical._units(n, per_unit) == hierarchical.PIPELINE
+    assert hierarchical._units(n, per_unit) == hierarchical.TRANSFERS_PER_RANK * n // per_unit == 4
     assert hierarchical._units(16, 100) == min(hierarchical.TRANSFERS // 100, hierarchical.MAX_STAGES)
     monkeypatch.setenv("ARSCHED_MAX_MEMORY", "1GB")
     set_max_memory(schedule_memory(n, 2 * n, 2 * per_unit))

@@ -40,10 +40,9 @@ against 2 · 3/4 · M/8 at 50 GB/s), the scheme is bound by the box fabric, not 
 and stays above the bound however it is pipelined. Where the box fabric and the rail are both
 busy for nearly the bound's time (H100 boxes), nothing hides the pipeline's ends, and every
 piece costs each connection a step: the pieces trade exposed ends against steps (`estimate`),
-and with many boxes `TRANSFERS` bounds them (a unit of one chunk per rank is N·(g − 1)·G
-transfers inside the boxes per phase), though never below `PIPELINE` units where the memory
-limit allows: at 1,024 GPUs one unit is already 2 million transfers, and a plan of one piece
-runs its three phases one after the other. On a box without a switch (MI250's xGMI mesh) `direct`
+and with many boxes `TRANSFERS`, or `TRANSFERS_PER_RANK` per rank beyond 64 ranks, bounds them
+(a unit of one chunk per rank is N·(g − 1)·G transfers inside the boxes per phase: at 1,024
+GPUs, 2 million in all). On a box without a switch (MI250's xGMI mesh) `direct`
 routes through other GPUs and `ring` uses one of a GPU's links: neither comes near the mesh's
 cut, and even a reduce-scatter at the mesh's own bound would leave this scheme above the
 cluster's bound, which counts the NICs' ingress too; tree packing is the scheme there.
@@ -75,10 +74,10 @@ from arsched.topology.core import Topology
 NAME = "hierarchical"
 GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where below it
 SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough
-SIMULATE_TRANSFERS = 200_000  # schedules larger than this are chosen by the estimate alone
+SIMULATE_TRANSFERS = 1_200_000  # schedules larger than this are chosen by the estimate alone
 REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
 TRANSFERS = 524_288  # pieces are not cut finer than this many transfers allow (a runtime's limit) ...
-PIPELINE = 4  # ... but into this many units where memory allows (at a thousand ranks, one unit is more)
+TRANSFERS_PER_RANK = 8_192  # ... or this many per rank where that is more (hundreds of ranks)
 INTRA = ("direct", "ring")
 RAIL = ("direct", "ring", "rhd")
 Ints = np.ndarray | int
@@ -382,10 +381,11 @@ def estimate(
 
 def _units(ranks: int, per_unit: int) -> int:
     """The most units (of one chunk per rank, `per_unit` transfers each) a plan may cut its
-    pieces into: what `TRANSFERS` allows, and at least `PIPELINE` (without a pipeline the three
-    phases run one after the other: a 1,024-GPU cluster's first plan was 2.3× the bound) as long
-    as the schedule fits in the memory limit."""
-    units = min(MAX_STAGES, max(TRANSFERS // per_unit, PIPELINE))
+    pieces into: what `TRANSFERS`, or `TRANSFERS_PER_RANK` per rank, allows (at a thousand GPUs
+    one unit is 2 million transfers: `TRANSFERS` alone left a single piece, the three phases one
+    after the other, 2.3× the bound), fewer where the schedule would not fit in the memory
+    limit."""
+    units = min(MAX_STAGES, max(1, max(TRANSFERS, TRANSFERS_PER_RANK * ranks) // per_unit))
     while units > 1 and schedule_memory(ranks, units * ranks, units * per_unit) > max_memory():
         units -= 1
     return units
