@@ -169,25 +169,37 @@ VALIDATOR_BLOCK_BYTES = 256 * 2**20
 buffer's record of whose data it holds being one bit per rank."""
 
 
-def schedule_memory(ranks: int, chunks: int, transfers: int) -> int:
-    """Bytes a schedule takes while it is built and validated: its transfers, and a record of
-    whose data every buffer holds (one bit per rank, per rank and chunk). The validator holds
-    only a block of chunks' records at a time (`VALIDATOR_BLOCK_BYTES`), but the estimate keeps
-    them all: it also stands for what the per-transfer figure misses where every rank pair has
-    its own path (a sharded PS over 4,096 ranks peaked above 24 GB, measured), until builders
-    are measured one by one."""
+PATH_BYTES = 2048
+"""A distinct path of a schedule while it is built and validated: its node ids, the builder's
+index entry and its compiled links (measured: 1,430 bytes at 512 ranks, 1,720 at 1,024, where
+every rank pair of a sharded PS has its own)."""
+
+
+def schedule_memory(ranks: int, chunks: int, transfers: int, paths: int | None = None) -> int:
+    """Bytes a schedule takes while it is built and validated: its transfers, its distinct
+    `paths`, and the validator's record of whose data every buffer holds (one bit per rank, per
+    rank and chunk, a block of chunks at a time: `VALIDATOR_BLOCK_BYTES`). Where the builder
+    does not say how many paths it makes, every buffer's record is counted instead of a block:
+    it stands for the paths of every rank pair (a sharded PS over 4,096 ranks peaked above
+    24 GB, measured)."""
     per_transfer = TRANSFER_BYTES + BATCH_BYTES // max(ranks, 1)
-    return transfers * per_transfer + ranks * chunks * math.ceil(ranks / 64) * 8
+    records = ranks * chunks * math.ceil(ranks / 64) * 8
+    if paths is None:
+        return transfers * per_transfer + records
+    return transfers * per_transfer + paths * PATH_BYTES + min(records, VALIDATOR_BLOCK_BYTES)
 
 
-def check_schedule(name: str, ranks: int, chunks: int, transfers: int | None = None) -> None:
+def check_schedule(
+    name: str, ranks: int, chunks: int, transfers: int | None = None, paths: int | None = None
+) -> None:
     """Refuse a schedule of `chunks` chunks over `ranks` ranks that would not fit in the memory
-    limit; `transfers` is the algorithm's count where it knows it, else `min_transfers`."""
+    limit; `transfers` and `paths` are the algorithm's counts where it knows them (else
+    `min_transfers`, and see `schedule_memory`)."""
     count = min_transfers(ranks, chunks) if transfers is None else transfers
     check_memory(
         f"{name} over {format_count(ranks)} ranks with {format_count(chunks)} chunks would have "
         f"{'at least ' if transfers is None else ''}{format_count(count)} transfers",
-        schedule_memory(ranks, chunks, count),
+        schedule_memory(ranks, chunks, count, paths),
     )
 
 

@@ -202,11 +202,11 @@ def test_units_are_limited_per_rank_and_by_memory(monkeypatch):
     import arsched.algorithms.hierarchical as hierarchical
     from arsched.limits import schedule_memory, set_max_memory
 
-    n, per_unit = 1024, 2_095_104
-    assert hierarchical._units(n, per_unit) == hierarchical.TRANSFERS_PER_RANK * n // per_unit == 4
-    assert hierarchical._units(16, 100) == min(hierarchical.TRANSFERS // 100, hierarchical.MAX_STAGES)
+    n, per_unit, paths = 1024, 2_095_104, 1024 * (7 + 127)
+    assert hierarchical._units(n, per_unit, paths) == hierarchical.TRANSFERS_PER_RANK * n // per_unit == 4
+    assert hierarchical._units(16, 100, 16 * 8) == min(hierarchical.TRANSFERS // 100, hierarchical.MAX_STAGES)
     monkeypatch.setenv("ARSCHED_MAX_MEMORY", "1GB")
-    set_max_memory(schedule_memory(n, 2 * n, 2 * per_unit))
-    assert hierarchical._units(n, per_unit) == 2
+    set_max_memory(schedule_memory(n, 2 * n, 2 * per_unit, paths))
+    assert hierarchical._units(n, per_unit, paths) == 2
     set_max_memory(1)
-    assert hierarchical._units(n, per_unit) == 1
+    assert hierarchical._units(n, per_unit, paths) == 1

@@ -46,17 +46,24 @@ def check_nbytes(nbytes: float, name: str) -> float:
 
 
 def chunk_multiple(
-    chunks: int | None, unit: int, name: str, *, ranks: int, transfers: Callable[[int], int] | None = None
+    chunks: int | None,
+    unit: int,
+    name: str,
+    *,
+    ranks: int,
+    transfers: Callable[[int], int] | None = None,
+    paths: int | None = None,
 ) -> int:
     """A chunk count that is a positive multiple of `unit` (default: `unit`), for a schedule
     over `ranks` ranks that fits in the memory limit: one of so many chunks that its transfers
-    (`transfers(chunks)`; by default the fewest an AllReduce needs, 2(ranks − 1) per chunk)
-    would not fit is refused before anything is built (`limits.check_schedule`)."""
+    (`transfers(chunks)`; by default the fewest an AllReduce needs, 2(ranks − 1) per chunk) and
+    its distinct `paths` (where the algorithm knows how many at most) would not fit is refused
+    before anything is built (`limits.check_schedule`)."""
     if chunks is None:
         chunks = unit
     elif not (isinstance(chunks, (int, np.integer)) and chunks >= unit and chunks % unit == 0):
         raise ArschedError(f"{name}: chunks must be a positive multiple of {unit}, got {chunks!r}")
-    check_schedule(name, ranks, int(chunks), None if transfers is None else transfers(int(chunks)))
+    check_schedule(name, ranks, int(chunks), None if transfers is None else transfers(int(chunks)), paths)
     return int(chunks)
 
 

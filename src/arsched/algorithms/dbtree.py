@@ -48,7 +48,9 @@ def dbtree(
     nbytes = check_nbytes(nbytes, "dbtree")
     n = len(rs)
     default = 2 * max(1, int(np.ceil(np.log2(n))))
-    chunks = chunk_multiple(default if chunks is None else chunks, 2, "dbtree", ranks=n)
+    chunks = chunk_multiple(  # two trees: up to a parent and down to two children each
+        default if chunks is None else chunks, 2, "dbtree", ranks=n, paths=6 * n
+    )
     b = ScheduleBuilder(topology, rs, nbytes, chunks, "dbtree", {"params": {"chunks": chunks}})
     parent, height = binary_tree(n)
     members = np.arange(n)

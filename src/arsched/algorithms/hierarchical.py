@@ -359,7 +359,7 @@ def estimate(
         ends = fill * (w[0] + w[-1]) / (2 * sum(w))
         return whole + ends + overhead(len(w))
 
-    units = _units(n, len(step))
+    units = _units(n, len(step), _paths(plan))
     if fill <= 0:
         equal = 1
     else:  # with no cost per step, as many pieces as the limit allows
@@ -379,14 +379,21 @@ def estimate(
     return sorted(((cost(list(w)), list(w)) for w in options), key=lambda c: c[0])
 
 
-def _units(ranks: int, per_unit: int) -> int:
+def _paths(plan: Plan) -> int:
+    """The most distinct paths a plan's schedule has: every rank to the others of its group and
+    of its rail (`direct`; ring and halving-doubling use fewer)."""
+    groups, size = plan.grid.shape
+    return groups * size * (size - 1 + groups - 1)
+
+
+def _units(ranks: int, per_unit: int, paths: int) -> int:
     """The most units (of one chunk per rank, `per_unit` transfers each) a plan may cut its
     pieces into: what `TRANSFERS`, or `TRANSFERS_PER_RANK` per rank, allows (at a thousand GPUs
     one unit is 2 million transfers: `TRANSFERS` alone left a single piece, the three phases one
     after the other, 2.3× the bound), fewer where the schedule would not fit in the memory
     limit."""
     units = min(MAX_STAGES, max(1, max(TRANSFERS, TRANSFERS_PER_RANK * ranks) // per_unit))
-    while units > 1 and schedule_memory(ranks, units * ranks, units * per_unit) > max_memory():
+    while units > 1 and schedule_memory(ranks, units * ranks, units * per_unit, paths) > max_memory():
         units -= 1
     return units
 
@@ -452,7 +459,7 @@ def _schedule(
     topology: Topology, rs: tuple[str, ...], nbytes: float, plan: Plan, pieces: list[int]
 ) -> Schedule:
     n = len(rs)
-    chunks = chunk_multiple(sum(pieces) * n, n, NAME, ranks=n)
+    chunks = chunk_multiple(sum(pieces) * n, n, NAME, ranks=n, paths=_paths(plan))
     params = {
         "groups": [[rs[i] for i in row] for row in plan.grid.tolist()],
         "intra": plan.intra,

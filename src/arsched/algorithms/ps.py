@@ -68,7 +68,7 @@ def ps(
 
     rs = check_ranks(topology, ranks, "ps")
     nbytes = check_nbytes(nbytes, "ps")
-    chunks = chunk_multiple(chunks, 1, "ps", ranks=len(rs))
+    chunks = chunk_multiple(chunks, 1, "ps", ranks=len(rs), paths=2 * len(rs))  # to and from the root
     if root is not None:
         if root not in rs:
             raise ArschedError(f"ps: root {root!r} is not one of the ranks")
@@ -88,7 +88,7 @@ def sharded_ps(
     rs = check_ranks(topology, ranks, "sharded-ps")
     nbytes = check_nbytes(nbytes, "sharded-ps")
     n = len(rs)
-    chunks = chunk_multiple(chunks, n, "sharded-ps", ranks=n)
+    chunks = chunk_multiple(chunks, n, "sharded-ps", ranks=n, paths=n * (n - 1))  # every pair
     per = chunks // n
     b = ScheduleBuilder(
         topology, rs, nbytes, chunks, "sharded-ps", {"params": {"chunks": chunks}}, spread=True

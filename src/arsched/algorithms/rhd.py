@@ -83,7 +83,7 @@ def rhd(
     k = n.bit_length() - 1
     p2 = 1 << k
     extra = n - p2
-    chunks = chunk_multiple(chunks, p2, "rhd", ranks=n)
+    chunks = chunk_multiple(chunks, p2, "rhd", ranks=n, paths=n * (k + 2))  # a partner per level, the folds
     b = ScheduleBuilder(topology, rs, nbytes, chunks, "rhd", {"params": {"chunks": chunks}}, spread=True)
     all_chunks = np.arange(chunks)
     # ranks 0..2·extra−1 pair up (2i, 2i+1); the odd ones and ranks 2·extra.. take part

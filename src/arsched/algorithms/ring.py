@@ -69,7 +69,7 @@ def _ring_builder(
     if order not in ("auto", "given"):
         raise ArschedError(f"ring: order must be 'auto' or 'given', got {order!r}")
     n = len(rs)
-    chunks = chunk_multiple(chunks, unit(n), "ring", ranks=n)
+    chunks = chunk_multiple(chunks, unit(n), "ring", ranks=n, paths=n)  # one per rank: to the next
     cycle = ring_order(topology, rs) if order == "auto" else rs
     index = {r: i for i, r in enumerate(rs)}
     b = ScheduleBuilder(
