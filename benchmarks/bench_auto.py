@@ -48,6 +48,7 @@ UNTUNED = [
     "mi250:boxes=2",
     "hgx:boxes=16,gen=h100",
     "fattree:k=16",
+    "hgx:boxes=128",
     "jellyfish:switches=64,ports=8,net_ports=4,seed=5",
 ]
 QUICK = ["torus:dims=4x4", "torus:dims=5x3", "hgx:boxes=2", "one-way torus 3x3"]
