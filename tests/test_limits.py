@@ -12,6 +12,7 @@ import os
 import re
 import time
 
+import numpy as np
 import pytest
 
 from arsched import limits
@@ -26,7 +27,7 @@ from arsched.limits import (
     schedule_memory,
     set_max_memory,
 )
-from arsched.topology import bcube, dcell, fattree, jellyfish, torus
+from arsched.topology import bcube, dcell, fattree, jellyfish, star, torus
 from clihelp import assert_one_line_error, run
 
 BIG_MACHINE = "64GB"  # the limit of a 128 GB machine
@@ -204,3 +205,25 @@ def test_a_cluster_of_too_many_gpus_is_refused_before_it_is_built(monkeypatch):
     with pytest.raises(LimitError, match="65,536 servers with 4,096 GPUs each"):
         parse_cluster("fattree:k=64,gpus=4096")
     parse_cluster("fattree:k=64,gpus=8")  # the same network with real servers fits
+
+
+def test_an_event_simulation_over_the_limit_is_refused_in_one_sentence(capsys, monkeypatch, tmp_path):
+    """The event simulation takes hundreds of bytes per transfer (halving-doubling over 4,096
+    ranks peaked at 11 GB): one that would not fit is refused before it starts, from the API and
+    the CLI; a schedule the contention-free sweep times exactly needs no such memory."""
+    from arsched.collective import save
+    from arsched.limits import EVENT_BYTES
+    from arsched.sim import simulate_flow
+    from schedules import ring_allreduce
+
+    topo = bcube(4, 1)
+    crossing = ring_allreduce(topo, list(np.random.default_rng(2).permutation(topo.servers)), 1e7, 16)
+    assert simulate_flow(crossing).notes["method"] == "events"
+    monkeypatch.setenv(ENV, str(len(crossing) * EVENT_BYTES - 1))
+    with pytest.raises(LimitError, match=f"the event simulation of {len(crossing):,} transfers"):
+        simulate_flow(crossing)
+    path = tmp_path / "s.json"
+    save(crossing, path)
+    assert_one_line_error(*run(capsys, "simulate", str(path))[::2])
+    plain = build("ring", star(4), None, 1e6)
+    assert simulate_flow(plain).notes["method"] == "sweep"

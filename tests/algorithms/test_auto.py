@@ -214,3 +214,23 @@ def test_a_candidate_whose_floor_is_no_faster_is_not_built(monkeypatch):
     assert validate(s).ok and s.algorithm == "rhd"
     notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
     assert "by its floor" in notes["ps"] and "by its floor" in notes["ring"]
+
+
+def test_a_simulation_over_the_memory_limit_is_noted_not_fatal(monkeypatch):
+    """A candidate whose event simulation would not fit in memory is listed with the reason; the
+    search goes on with the others."""
+    import arsched.algorithms.auto as auto
+    from arsched.limits import LimitError
+
+    real = auto.simulate_flow
+
+    def refuse(schedule, *args, **kwargs):
+        if schedule.algorithm == "dbtree":
+            raise LimitError("the event simulation of 9 transfers, needing about 9 kB of memory: too many")
+        return real(schedule, *args, **kwargs)
+
+    monkeypatch.setattr(auto, "simulate_flow", refuse)
+    s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, candidates=["dbtree", "rhd"])
+    assert validate(s).ok and s.algorithm == "rhd"
+    notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
+    assert notes["dbtree"].startswith("the event simulation of 9 transfers")

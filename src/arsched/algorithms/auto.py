@@ -183,6 +183,9 @@ def search(
         except OutOfTime:
             log.info("auto: %s simulation cut after %.2f s", schedule.algorithm, time.perf_counter() - start)
             return False
+        except LimitError as e:  # its event simulation would not fit in memory
+            tried.append({"algorithm": schedule.algorithm, "note": str(e)})
+            return True
         log.info(
             "auto: %s %.3f× the bound, simulated in %.2f s",
             schedule.algorithm,
