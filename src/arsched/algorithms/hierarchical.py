@@ -389,9 +389,8 @@ def _paths(plan: Plan) -> int:
 def _units(ranks: int, per_unit: int, paths: int) -> int:
     """The most units (of one chunk per rank, `per_unit` transfers each) a plan may cut its
     pieces into: what `TRANSFERS`, or `TRANSFERS_PER_RANK` per rank, allows (at a thousand GPUs
-    one unit is 2 million transfers: `TRANSFERS` alone left a single piece, the three phases one
-    after the other, 2.3× the bound), fewer where the schedule would not fit in the memory
-    limit."""
+    one unit is 2 million transfers: `TRANSFERS` alone would leave a single piece, the three
+    phases one after the other), fewer where the schedule would not fit in the memory limit."""
     units = min(MAX_STAGES, max(1, max(TRANSFERS, TRANSFERS_PER_RANK * ranks) // per_unit))
     while units > 1 and schedule_memory(ranks, units * ranks, units * per_unit, paths) > max_memory():
         units -= 1
