@@ -213,7 +213,7 @@ def test_an_event_simulation_over_the_limit_is_refused_in_one_sentence(capsys, m
     the CLI; a schedule the contention-free sweep times exactly needs no such memory."""
     from arsched.collective import save
     from arsched.limits import EVENT_BYTES
-    from arsched.sim import simulate_flow
+    from arsched.sim import simulate_flow, simulate_jobs
     from schedules import ring_allreduce
 
     topo = bcube(4, 1)
@@ -222,6 +222,10 @@ def test_an_event_simulation_over_the_limit_is_refused_in_one_sentence(capsys, m
     monkeypatch.setenv(ENV, str(len(crossing) * EVENT_BYTES - 1))
     with pytest.raises(LimitError, match=f"the event simulation of {len(crossing):,} transfers"):
         simulate_flow(crossing)
+    monkeypatch.setenv(ENV, str(2 * len(crossing) * EVENT_BYTES - 1))  # each job alone fits, not both
+    with pytest.raises(LimitError, match=f"the event simulation of {2 * len(crossing):,} transfers"):
+        simulate_jobs([crossing, crossing])
+    monkeypatch.setenv(ENV, str(len(crossing) * EVENT_BYTES - 1))
     path = tmp_path / "s.json"
     save(crossing, path)
     assert_one_line_error(*run(capsys, "simulate", str(path))[::2])
