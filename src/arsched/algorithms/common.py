@@ -71,8 +71,7 @@ def pipeline_chunks(topology: Topology, ranks: Sequence[str], nbytes: float, hop
     """Chunks for pipelining a buffer over `hops` hops in a row: c chunks take about (c + hops −
     1)(M / (c·B) + α) with B the slowest link leaving a rank, least at c = √((hops − 1)·M /
     (B·α)), with α the flow model's default (1 to 1,024)."""
-    c = topology.compiled
-    out = c.capacity[np.isin(c.link_src, [c.index[r] for r in ranks])]
+    out = rank_out_capacity(topology, ranks)
     best = math.sqrt(max(hops - 1, 0) * nbytes / (float(out.min()) * DEFAULT_ALPHA))
     return int(min(max(round(best), 1), 1024))
 
@@ -109,6 +108,10 @@ def chain_floor(
     """Seconds a chain of `hops` transfers of `transfer_bytes` each, every one waiting for the
     one before it to arrive, takes at least in the flow model: each pays α and sends at no
     more than the fastest link leaving a rank (a `registry.Floor` for chained schemes)."""
+    return hops * (alpha + transfer_bytes / float(rank_out_capacity(topology, ranks).max()))
+
+
+def rank_out_capacity(topology: Topology, ranks: Sequence[str]) -> np.ndarray:
+    """The capacities of the links leaving the ranks."""
     c = topology.compiled
-    fastest = float(c.capacity[np.isin(c.link_src, [c.index[r] for r in ranks])].max())
-    return hops * (alpha + transfer_bytes / fastest)
+    return c.capacity[np.isin(c.link_src, [c.index[r] for r in ranks])]

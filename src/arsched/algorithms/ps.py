@@ -37,12 +37,17 @@ def _ps(topology: Topology, ranks: tuple[str, ...], nbytes: float, root: int, ch
     return b.build()
 
 
-def _root_estimate(topology: Topology, ranks: tuple[str, ...]) -> np.ndarray:
-    """Lower is better: the slower of the root's ingress and egress, then total hops."""
+def _ports(topology: Topology, ranks: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each rank's ingress and egress: the summed capacity of its links in and out."""
     c = topology.compiled
     idx = np.array([c.index[r] for r in ranks])
     ingress = np.bincount(c.link_dst, weights=c.capacity, minlength=c.num_nodes)[idx]
-    egress = np.bincount(c.link_src, weights=c.capacity, minlength=c.num_nodes)[idx]
+    return ingress, np.bincount(c.link_src, weights=c.capacity, minlength=c.num_nodes)[idx]
+
+
+def _root_estimate(topology: Topology, ranks: tuple[str, ...]) -> np.ndarray:
+    """Lower is better: the slower of the root's ingress and egress, then total hops."""
+    ingress, egress = _ports(topology, ranks)
     hops = topology.router.hop_matrix(ranks).sum(axis=1)
     return 1.0 / np.minimum(ingress, egress) * 1e12 + hops
 
@@ -50,9 +55,7 @@ def _root_estimate(topology: Topology, ranks: tuple[str, ...]) -> np.ndarray:
 def _floor(topology: Topology, ranks: tuple[str, ...], nbytes: float, alpha: float) -> float:
     """All N − 1 other ranks' vectors enter the server: through its ingress, at best the largest
     of any rank's."""
-    c = topology.compiled
-    ingress = np.bincount(c.link_dst, weights=c.capacity, minlength=c.num_nodes)
-    return (len(ranks) - 1) * nbytes / float(ingress[[c.index[r] for r in ranks]].max())
+    return (len(ranks) - 1) * nbytes / float(_ports(topology, ranks)[0].max())
 
 
 @register("ps", "one parameter server: all ranks reduce into the root, the root copies back", floor=_floor)
