@@ -111,6 +111,9 @@ def test_save_failure_leaves_no_file(tmp_path):
         '"links": [{"src": "a", "dst": "b", "bandwidth": "fast", "latency": 0}]}',
         '{"nodes": [{"id": "a", "kind": "router"}], "links": []}',
         '{"nodes": [{"id": "a", "kind": "switch"}], "links": []}',
+        '{"nodes": [{"id": "a", "kind": "server"}], "links": [], "spread_order": "a"}',
+        '{"nodes": [{"id": "a", "kind": "server"}], "links": [], "spread_order": [1]}',
+        '{"nodes": [{"id": "a", "kind": "server"}], "links": [], "spread_order": ["b"]}',
     ],
 )
 def test_malformed_json(tmp_path, text):
@@ -361,3 +364,17 @@ def test_hostlist_csv_round_trip_through_json(tmp_path):
     assert t.name == "hosts"
     save(t, tmp_path / "hosts.json")
     assert load(tmp_path / "hosts.json") == t
+
+
+def test_a_gpu_clusters_spread_order_survives_a_round_trip(tmp_path):
+    """A GPU cluster's rail-major spread order is saved with it, so the loaded network routes as
+    the built one; other topologies write no such key (their files are unchanged)."""
+    from arsched.topology import parse_spec
+
+    topo = parse_spec("hgx:boxes=3,gpus_per_box=2,su=2,spines=2")
+    path = tmp_path / "hgx.json"
+    save(topo, path)
+    again = load(path)
+    assert again.spread_order == topo.spread_order != ()
+    assert (again.spread_key == topo.spread_key).all()
+    assert "spread_order" not in to_dict(fattree(4))

@@ -161,6 +161,10 @@ class Topology:
     def links(self) -> tuple[Link, ...]:
         return self._links
 
+    @property
+    def spread_order(self) -> tuple[str, ...]:
+        return self._spread_order
+
     @cached_property
     def servers(self) -> tuple[str, ...]:
         return tuple(n for n, k in self._kinds.items() if k == SERVER)

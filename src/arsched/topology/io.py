@@ -26,8 +26,9 @@ HOSTLIST_COLUMNS = ("ip", "DSW", "PSW", "ASW")
 
 
 def to_dict(topology: Topology) -> dict[str, Any]:
-    """The `topology` object of the schedule format: name, nodes (id, kind), links."""
-    return {
+    """The `topology` object of the schedule format: name, nodes (id, kind), links, and the
+    spread order where the topology has one (`Topology.spread_order`)."""
+    out: dict[str, Any] = {
         "name": topology.name,
         "nodes": [{"id": n, "kind": topology.kind(n)} for n in topology.nodes],
         "links": [
@@ -35,6 +36,9 @@ def to_dict(topology: Topology) -> dict[str, Any]:
             for lk in topology.links
         ],
     }
+    if topology.spread_order:
+        out["spread_order"] = list(topology.spread_order)
+    return out
 
 
 def from_dict(obj: Any, where: str = "topology") -> Topology:
@@ -60,7 +64,10 @@ def from_dict(obj: Any, where: str = "topology") -> Topology:
         raise TopologyError(
             f"every link in {where} needs 'src', 'dst', a numeric 'bandwidth' and 'latency'"
         ) from None
-    return Topology(str(obj.get("name", "topology")), nodes, links)
+    order = obj.get("spread_order", [])
+    if not (isinstance(order, list) and all(isinstance(x, str) for x in order)):
+        raise TopologyError(f"'spread_order' in {where} must be a list of server ids")
+    return Topology(str(obj.get("name", "topology")), nodes, links, order)
 
 
 def hostlist(
