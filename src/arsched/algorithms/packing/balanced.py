@@ -51,7 +51,6 @@ from scipy.sparse.csgraph import connected_components
 from arsched.algorithms.routes import Routes, all_pairs, intern
 from arsched.algorithms.trees import hang_from, tree_heights
 from arsched.collective.schedule import ScheduleBuilder
-from arsched.csr import gather
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
@@ -238,50 +237,80 @@ class Placer:
         """The Prim tree from `root` under the current prices; where Prim strands ranks, that
         tree with the stranded ranks joined by their cheapest edges and every step chosen again
         by `cheapest_steps`, or the breadth-first tree from `root` if that is taller than R.
-        With its rows."""
-        price = self._prices()
-        cost, prefix = self._attach_costs(price)
+        With its rows. The prices, costs and rows are compiled (`_costs`, `_rows`); the
+        exponentials stay in numpy, so the plan is numpy's to the last bit."""
+        net = self.net
+        relative = self.load / max(float(self.load.max()), 1e-300)
+        weight = np.exp(self.sharpness * relative) / net.caps
+        u, v = net.edges
+        use = net.use
+        price, cost, prefix = _costs(weight, use.indptr, use.indices, use.data, net.pair, u, v)
         parent, step, complete = prim(cost, prefix, root)
         if not complete:
             parent = join(parent, root, prefix[:, :, -1])  # at its cheapest step
             height = tree_heights(parent)
             if height[root] > self.steps:
-                parent, height = self.net.wide[root]
+                parent, height = net.wide[root]
             kids = np.flatnonzero(parent >= 0)
             edge_cost = np.zeros((self.n, self.steps))
-            edge_cost[kids] = edge_prices(price, self.net.pair, kids, parent[kids])
+            edge_cost[kids] = edge_prices(price, net.pair, kids, parent[kids])
             step = cheapest_steps(parent, height, edge_cost)[1]
-        return parent, step, self._rows(parent, step)
+        return parent, step, _rows(parent, step, self.steps, net.pair, use.indptr, use.indices, len(net.caps))
 
-    def _rows(self, parent: np.ndarray, step: np.ndarray) -> np.ndarray:
-        """The (step, link) rows a column loads, one per link of every route: each edge up at
-        its step, down at the mirrored one."""
-        use = self.net.use
-        kids = np.flatnonzero(parent >= 0)
-        num_links, s = len(self.net.caps), step[kids]
-        out = []
-        for pairs, at in (
-            (self.net.pair[kids, parent[kids]], s - 1),
-            (self.net.pair[parent[kids], kids], 2 * self.steps - s),
-        ):
-            idx, lens = gather(use.indptr, pairs)
-            out.append(np.repeat(at, lens) * num_links + use.indices[idx])
-        return np.concatenate(out)
 
-    def _prices(self) -> np.ndarray:
-        """(2R × pairs) prices: every link-step exp(β·load / highest load) / capacity, summed
-        over each pair's route."""
-        relative = self.load / max(float(self.load.max()), 1e-300)
-        return (self.net.use @ (np.exp(self.sharpness * relative) / self.net.caps).T).T
+@numba.njit(cache=True)
+def _costs(weight, indptr, indices, data, pair, u, v):
+    """(price, cost, prefix) of `Placer._place`: the (2R × pairs) prices, Σ over each pair's
+    route of `weight` (a link-step's exp(β·load / highest load) / capacity, summed in the
+    route's order as scipy's product does); the (n × n × R) costs of rank c joining parent p at
+    step s (infinite off the overlay; later steps a hair cheaper among equals); and their
+    prefix minimum over steps. Compiled: it runs once per chunk placed, tens of thousands of
+    times per plan."""
+    rows, num_pairs = weight.shape[0], len(indptr) - 1
+    steps, n = rows // 2, pair.shape[0]
+    price = np.zeros((rows, num_pairs))
+    for q in range(num_pairs):
+        for k in range(indptr[q], indptr[q + 1]):
+            a, j = data[k], indices[k]
+            for r in range(rows):
+                price[r, q] += a * weight[r, j]
+    cost = np.full((n, n, steps), np.inf)
+    prefix = np.full((n, n, steps), np.inf)
+    for e in range(len(u)):
+        c, p = u[e], v[e]
+        up, down = pair[c, p], pair[p, c]
+        low = np.inf
+        for s in range(steps):
+            x = (price[s, up] + price[rows - 1 - s, down]) - 1e-12 * (s + 1)
+            cost[c, p, s] = x
+            low = min(low, x)
+            prefix[c, p, s] = low
+    return price, cost, prefix
 
-    def _attach_costs(self, price: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(cost, prefix minimum over steps) of rank c joining parent p at step s, (n × n × R),
-        infinite off the overlay; later steps a hair cheaper among equals."""
-        n, steps = self.n, self.steps
-        u, v = self.net.edges
-        cost = np.full((n, n, steps), np.inf)
-        cost[u, v] = edge_prices(price, self.net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
-        return cost, np.minimum.accumulate(cost, axis=2)
+
+@numba.njit(cache=True)
+def _rows(parent, step, steps, pair, indptr, indices, num_links):
+    """The (step, link) rows a column loads, one per link of every route: each edge up at its
+    step, down at the mirrored one of R = `steps` (every edge up, then every edge down, kids in
+    order)."""
+    n = len(parent)
+    count = 0
+    for x in range(n):
+        if parent[x] >= 0:
+            count += indptr[pair[x, parent[x]] + 1] - indptr[pair[x, parent[x]]]
+            count += indptr[pair[parent[x], x] + 1] - indptr[pair[parent[x], x]]
+    out = np.empty(count, dtype=np.int64)
+    i = 0
+    for down in range(2):
+        for x in range(n):
+            if parent[x] < 0:
+                continue
+            q = pair[parent[x], x] if down else pair[x, parent[x]]
+            at = 2 * steps - step[x] if down else step[x] - 1
+            for k in range(indptr[q], indptr[q + 1]):
+                out[i] = at * num_links + indices[k]
+                i += 1
+    return out
 
 
 @numba.njit(cache=True)
