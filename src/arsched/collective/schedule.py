@@ -13,6 +13,7 @@ table of distinct paths, because schedules of millions of transfers are common (
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -255,16 +256,25 @@ class ScheduleBuilder:
             pid = self._default[key] = self.intern_path(path)
         return pid
 
-    def _spread_paths(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Intern the spread routes of many node pairs in one vectorised routing call."""
+    def _spread_paths(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Intern the spread routes of many node pairs in one vectorised routing call; their
+        path ids (pairs of a node with itself: its one-node path)."""
         c = self.topology.compiled
         far = src != dst
         ptr, links = self.topology.router.link_paths(src[far], dst[far], spread=True)
-        hops = c.link_dst[links].tolist()
-        bounds = ptr.tolist()
-        for i, (s, d) in enumerate(zip(src[far].tolist(), dst[far].tolist(), strict=True)):
-            path = (c.node_ids[s], *(c.node_ids[x] for x in hops[bounds[i] : bounds[i + 1]]))
-            self._default[(s, d)] = self.intern_path(path)
+        starts = ptr[:-1] + np.arange(len(ptr) - 1)  # each path's first node, its source
+        nodes = np.empty(len(links) + len(starts), dtype=np.int64)
+        nodes[starts] = src[far]
+        nodes[np.setdiff1d(np.arange(len(nodes)), starts, assume_unique=True)] = c.link_dst[links]
+        names = np.asarray(c.node_ids, dtype=object)[nodes].tolist()
+        bounds = np.append(starts, len(nodes)).tolist()
+        interned = self._path_ids
+        found = [interned.setdefault(tuple(names[a:b]), len(interned)) for a, b in itertools.pairwise(bounds)]
+        self._default.update(zip(zip(src[far].tolist(), dst[far].tolist(), strict=True), found, strict=True))
+        out = np.empty(len(src), dtype=np.int64)
+        out[far] = found
+        out[~far] = [self._default_path(s, d) for s, d in zip(src[~far], dst[~far], strict=True)]
+        return out
 
     def add(
         self,
@@ -331,8 +341,10 @@ class ScheduleBuilder:
             ids = self.topology.compiled.node_ids
             self.topology.router.prepare(ids[x] for x in np.unique(new % num_nodes))
             if self.spread:
-                self._spread_paths(*np.divmod(new, num_nodes))
-            new_pids = np.array([self._default_path(*divmod(int(x), num_nodes)) for x in new], dtype=np.int64)
+                new_pids = self._spread_paths(*np.divmod(new, num_nodes))
+            else:
+                pairs = (divmod(int(x), num_nodes) for x in new)
+                new_pids = np.array([self._default_path(*pair) for pair in pairs], dtype=np.int64)
             merged = np.concatenate([known, new])
             order = np.argsort(merged, kind="stable")
             self._code_cache = (merged[order], np.concatenate([known_pids, new_pids])[order])
