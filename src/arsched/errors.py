@@ -23,8 +23,9 @@ class OutOfTime(ArschedError):
 
 class NotFaster(ArschedError):
     """A flow simulation told to give up above a time (auto's best so far) found the schedule
-    no faster even without contention; `floor_s` is that contention-free time, a lower bound."""
+    no faster: its busiest link's bytes at the link's capacity, or its time without contention,
+    already take that long; `floor_s` is that lower bound."""
 
     def __init__(self, floor_s: float) -> None:
-        super().__init__(f"at least {floor_s:.9g} s even without contention")
+        super().__init__(f"at least {floor_s:.9g} s by its busiest link or its time without contention")
         self.floor_s = floor_s

@@ -57,14 +57,17 @@ def test_auto_is_the_fastest_candidate_it_tried(make, model):
             other = build(c["algorithm"], topo, None, 64e6)
             floor = get(c["algorithm"]).floors["allreduce"](topo, other.ranks, 64e6, DEFAULT_ALPHA)
             assert model == "flow" and mine <= floor * (1 + 1e-6) <= sim(other).time_s * (1 + 1e-6)
-        elif c["note"].startswith("at least"):  # screened by its contention-free time: never faster
+        elif c["note"].startswith("at least"):  # screened by its busiest link or its time alone
             other = build(c["algorithm"], topo, None, 64e6)
             r = sim(other)
             assert model == "flow" and r.time_s >= mine
-            with pytest.raises(NotFaster) as floor:
-                simulate_flow(other, give_up_above=0.0)
-            assert floor.value.floor_s <= r.time_s
-            assert c["note"].startswith(f"at least {floor.value.floor_s / r.bound_s:.3f}×")
+            floors = [float((r.link_bytes / topo.compiled.capacity).max())]  # its busiest link's
+            try:  # above that, its time without contention, where the sweep cannot time it
+                simulate_flow(other, give_up_above=floors[0] * (1 + 1e-9))
+            except NotFaster as e:
+                floors.append(e.floor_s)
+            assert all(f <= r.time_s for f in floors)
+            assert any(c["note"].startswith(f"at least {f / r.bound_s:.3f}×") for f in floors)
         else:  # the builder's own reason
             with pytest.raises(NotApplicable, match=c["note"][:20]):
                 build(c["algorithm"], topo, None, 64e6)

@@ -132,17 +132,25 @@ def test_contended_schedules_use_the_event_simulation(case, alpha, synchronous):
 @pytest.mark.parametrize("fifo", [False, True])
 @pytest.mark.parametrize("synchronous", [False, True])
 @pytest.mark.parametrize("case", list(CONTENDED))
-def test_giving_up_above_a_time_uses_the_contention_free_floor(case, synchronous, fifo):
-    """A contended schedule whose contention-free time reaches `give_up_above` stops with that
-    floor, below its simulated time; below the floor it is simulated as usual; a schedule the
-    sweep times exactly is returned in full whatever the value."""
+def test_giving_up_above_a_time_uses_the_busiest_link_and_the_contention_free_floor(case, synchronous, fifo):
+    """A schedule whose busiest link's bytes take `give_up_above` at its capacity stops with that
+    floor before anything else; a contended one whose contention-free time reaches the value
+    stops with the higher of the two; both are at most its simulated time, and just above the
+    last floor it is simulated as usual. A schedule the sweep times exactly is returned in full
+    above its busiest link's floor."""
     s = CONTENDED[case]()
     r = simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo)
     assert r.notes["method"] == "events"
+    busiest = float((r.link_bytes / s.topology.compiled.capacity).max())
     with pytest.raises(NotFaster) as stop:
         simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=0.0)
-    floor = stop.value.floor_s
-    assert 0 < floor <= r.time_s
+    assert stop.value.floor_s == busiest
+    floor = busiest
+    try:  # the contention-free time may be the higher floor
+        simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=floor * (1 + 1e-9))
+    except NotFaster as e:
+        floor = e.floor_s
+    assert 0 < busiest <= floor <= r.time_s
     with pytest.raises(NotFaster):
         simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=floor)
     below = simulate_flow(s, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=floor * (1 + 1e-9))
@@ -150,7 +158,8 @@ def test_giving_up_above_a_time_uses_the_contention_free_floor(case, synchronous
     in_order = ring_allreduce(topo("torus:dims=3x3"), topo("torus:dims=3x3").servers, 1e6)
     alone = simulate_flow(in_order, 5e-6, synchronous=synchronous, fifo=fifo)
     if alone.notes["method"] == "sweep":
-        again = simulate_flow(in_order, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=0.0)
+        above = float((alone.link_bytes / in_order.topology.compiled.capacity).max()) * (1 + 1e-9)
+        again = simulate_flow(in_order, 5e-6, synchronous=synchronous, fifo=fifo, give_up_above=above)
         assert np.array_equal(again.end, alone.end)
 
 

@@ -2,29 +2,30 @@
 
 Every other registered algorithm is a candidate (for another collective, `build('auto', ...,
 collective=)`, every one that builds it), tried in the registry's order (the cheap textbook
-schemes first, the synthesis last): built, validated and simulated in the chosen model
-(by default the flow model with in-order connections and its α, the model `simulate` uses).
-The fastest simulated schedule is returned, under its own algorithm's name, with the search in
-its meta (`auto`: the model, every candidate's time and gap or why it was left out). A
-candidate starts only while the budget lasts or no schedule has been found yet (a builder is
-not interrupted; each has its own bound on work, so the search ends within the budget plus one
-build). Once a schedule is in hand, a candidate's simulation gets an equal share of the time
-left (what is left over the candidates not yet simulated), so that one slow event simulation
-cannot starve the others; one cut short is simulated again at the end with all the time left,
-and if cut again is noted, not chosen. In the flow model a candidate is first timed without
-contention (the sweep `simulate_flow` runs first anyway): a lower bound on its simulated time,
-so one already no faster than the best is not simulated further (`give_up_above`; a contended
-event simulation can take minutes at a thousand ranks), and one whose `Floor` (a lower bound
-from its shape alone: a ring's chain of 2(N − 1) transfers, a parameter server's ingress) is
-no faster than the best is not even built (and one whose floor is above `GOOD_ENOUGH` of the
-bound is tried after the others: a parameter server over a thousand ranks, 7,600× the bound,
-is then never built). The search ends early once a schedule is within
-`GOOD_ENOUGH` of the bound, since no other can then be more than that faster.
-A schedule with more than `CROWDED` rank pairs sending in one step (a sharded PS over a thousand
-ranks: a million flows at once, minutes of event simulation) is simulated after the others, and not at
-all once one of them is within `GOOD_ENOUGH` or the budget has run out. The result is
-deterministic unless the time runs short (the meta then says which candidates were not tried or
-not simulated to their end);
+schemes first, the synthesis last): built and simulated in the chosen model (by default the
+flow model with in-order connections and its α, the model `simulate` uses). The fastest
+simulated schedule is validated (a builder's bug is an error, never a schedule returned; the
+others are not: validating a million-transfer loser cost seconds) and returned, under its own
+algorithm's name, with the search in its meta (`auto`: the model, every candidate's time and
+gap or why it was left out). A candidate starts only while the budget lasts or no schedule has
+been found yet (a builder is not interrupted; each has its own bound on work, so the search
+ends within the budget plus one build). Once a schedule is in hand, a candidate's simulation
+gets an equal share of the time left (what is left over the candidates not yet simulated), so
+that one slow event simulation cannot starve the others; one cut short is simulated again at
+the end with all the time left, and if cut again is noted, not chosen. In the flow model a
+candidate is first timed without contention (the sweep `simulate_flow` runs first anyway) after
+its busiest link's bytes at that link's capacity: lower bounds on its simulated time, so one
+already no faster than the best is not simulated further (`give_up_above`; a contended event
+simulation can take minutes at a thousand ranks), and one whose `Floor` (a lower bound from its
+shape alone: a ring's chain of 2(N − 1) transfers, a parameter server's ingress) is no faster
+than the best is not even built (and one whose floor is above `GOOD_ENOUGH` of the bound is
+tried after the others: a parameter server over a thousand ranks, 7,600× the bound, is then
+never built). The search ends early once a schedule is within `GOOD_ENOUGH` of the bound, since
+no other can then be more than that faster. A schedule with more than `CROWDED` rank pairs
+sending in one step (a sharded PS over a thousand ranks: a million flows at once, minutes of
+event simulation) is simulated after the others, and not at all once one of them is within
+`GOOD_ENOUGH` or the budget has run out. The result is deterministic unless the time runs short
+(the meta then says which candidates were not tried or not simulated to their end);
 synthesis times go to the log (`arsched -v`), not into the schedule, so the same inputs give
 the same bytes.
 """
@@ -177,7 +178,7 @@ def search(
             gap = e.floor_s / schedule_bound(schedule, a)
             log.info("auto: %s at least %.3f× the bound, not simulated further", schedule.algorithm, gap)
             slower = f"not faster than {best[2].algorithm}"
-            note = f"at least {gap:.3f}× the bound even without contention: {slower}"
+            note = f"at least {gap:.3f}× the bound by its busiest link or without contention: {slower}"
             tried.append({"algorithm": schedule.algorithm, "note": note})
             return True
         except OutOfTime:
@@ -214,9 +215,6 @@ def search(
             tried.append({"algorithm": name, "note": str(e)})
             continue
         log.info("auto: %s built in %.2f s", name, time.perf_counter() - start)
-        report = validate(schedule)
-        if not report.ok:  # a builder bug: never choose a wrong schedule
-            raise RuntimeError(f"{name} built an invalid schedule: {report.message}")
         if _most_pairs_in_a_step(schedule) > CROWDED:
             later.append(schedule)  # its event simulation is the costly one: try the others first
             continue
@@ -235,6 +233,9 @@ def search(
         reasons = "; ".join(f"{t['algorithm']}: {t['note']}" for t in tried)
         raise NotApplicable(f"auto: no algorithm applies to this network ({reasons})")
     chosen = best[2]
+    report = validate(chosen)
+    if not report.ok:  # a builder bug: never return a wrong schedule
+        raise RuntimeError(f"{chosen.algorithm} built an invalid schedule: {report.message}")
     meta = dict(chosen.meta)
     meta["auto"] = {
         "chosen": chosen.algorithm,
@@ -252,9 +253,8 @@ def _most_pairs_in_a_step(schedule: Schedule) -> int:
     connections whose max-min sharing the event simulation computes."""
     if not len(schedule):
         return 0
-    order = np.lexsort((schedule.dst, schedule.src, schedule.step))
-    step, src, dst = schedule.step[order], schedule.src[order], schedule.dst[order]
-    new = np.ones(len(order), dtype=bool)
-    new[1:] = (step[1:] != step[:-1]) | (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-    _, counts = np.unique(step[new], return_counts=True)
-    return int(counts.max())
+    nodes = schedule.topology.compiled.num_nodes
+    pair = np.unique(schedule.src.astype(np.int64) * nodes + schedule.dst, return_inverse=True)[1].ravel()
+    step = np.unique(schedule.step, return_inverse=True)[1].ravel()
+    pairs = int(pair.max()) + 1  # both numbered densely, each below the transfers: no overflow
+    return int(np.bincount(np.unique(step * pairs + pair) // pairs).max())

@@ -56,10 +56,11 @@ def simulate_flow(
     default 'auto' takes the sweep whenever it is exact. With a `deadline` (a `time.monotonic()`
     value) an event simulation still running at that time stops with `OutOfTime`; it calls
     `progress(done, total)` now and then with the transfers done (for a progress bar). With
-    `give_up_above` (seconds), a schedule that the sweep cannot time exactly and whose
-    contention-free time already reaches that value stops with `NotFaster` before its event
-    simulation: that time is a lower bound on the flow time (sharing only slows a flow, and a
-    later finish only delays what waits for it).
+    `give_up_above` (seconds), a schedule whose busiest link needs that long for its bytes
+    (before anything else is computed), or which the sweep cannot time exactly and whose
+    contention-free time reaches that value, stops with `NotFaster` before its event
+    simulation: both are lower bounds on the flow time (no link carries more than its
+    capacity; sharing only slows a flow, and a later finish only delays what waits for it).
     """
     s = schedule
     alpha = check_alpha(alpha)
@@ -67,17 +68,19 @@ def simulate_flow(
         raise ArschedError(f"unknown flow method {method!r} (expected 'auto' or 'events')")
     cp = compile_paths(s)
     bound = schedule_bound(s, alpha)
+    carried = link_bytes(s, cp)
     if len(s) == 0:
-        return SimResult("flow", s, 0.0, np.zeros(0), np.zeros(0), link_bytes(s, cp), bound, None, alpha)
+        return SimResult("flow", s, 0.0, np.zeros(0), np.zeros(0), carried, bound, None, alpha)
+    busiest = float((carried / s.topology.compiled.capacity).max())  # no link carries more
+    if give_up_above is not None and busiest >= give_up_above:
+        raise NotFaster(busiest)
     log: list | None = [] if trace else None
     until = np.inf if deadline is None else deadline
     above = np.inf if give_up_above is None else give_up_above
     start, done, notes = flow_times(
-        s, cp, alpha, fifo, synchronous, method == "events", log, until, progress, above
+        s, cp, alpha, fifo, synchronous, method == "events", log, until, progress, above, busiest
     )
-    return SimResult(
-        "flow", s, float(done.max()), start, done, link_bytes(s, cp), bound, None, alpha, notes, log
-    )
+    return SimResult("flow", s, float(done.max()), start, done, carried, bound, None, alpha, notes, log)
 
 
 def flow_times(
@@ -91,17 +94,19 @@ def flow_times(
     deadline: float = np.inf,
     progress: Callable[[int, int], None] | None = None,
     give_up_above: float = np.inf,
+    busiest: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Each transfer's start (when it became ready) and done time, and notes on the method, from
     the schedule's compiled paths: the sweep when it is exact (and `events` is off), else the
     event simulation (with `fifo`, `synchronous`, `trace`, `deadline`, `progress` and
-    `give_up_above` as in `simulate_flow`); the schedule has at least one transfer."""
+    `give_up_above` as in `simulate_flow`; `busiest` is a lower bound on the time known
+    already); the schedule has at least one transfer."""
     s = schedule
     ready, done = sweep_times(s, cp, alpha, fifo, synchronous)
     send = ready + alpha
     if not events and not contended(cp, send, send + s.chunk_bytes / cp.path_bottleneck[cp.path_id]):
         return ready, done, {"method": "sweep"}
-    if (floor := float(done.max())) >= give_up_above:
+    if (floor := max(float(done.max()), busiest)) >= give_up_above:
         raise NotFaster(floor)
     del ready, done, send
     deps = derive(s, synchronous=synchronous, fifo=fifo)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,9 +48,9 @@ class CompiledTopology:
         fewer than two nodes) and all their link indices one after another (-1 where a hop has
         no link or a node is unknown)."""
         nodes = np.array([len(p) for p in paths], dtype=np.int64)
-        idx = np.fromiter(
-            (self.index.get(n, -1) for p in paths for n in p), dtype=np.int64, count=int(nodes.sum())
-        )
+        names = itertools.chain.from_iterable(paths)  # map over a bound method: no Python frame per name
+        found = map(self.index.get, names, itertools.repeat(-1))
+        idx = np.fromiter(found, dtype=np.int64, count=int(nodes.sum()))
         hops = np.maximum(nodes - 1, 0)
         last = np.cumsum(nodes) - 1  # each path's last node: no hop starts there
         starts = np.ones(len(idx), dtype=bool)
