@@ -10,6 +10,7 @@ import networkx as nx
 import pytest
 
 from arsched.algorithms import NotApplicable, build, get
+from arsched.algorithms.auto import _most_pairs_in_a_step
 from arsched.collective import save, validate
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError, NotFaster, OutOfTime
@@ -237,3 +238,13 @@ def test_a_simulation_over_the_memory_limit_is_noted_not_fatal(monkeypatch):
     assert validate(s).ok and s.algorithm == "rhd"
     notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
     assert notes["dbtree"].startswith("the event simulation of 9 transfers")
+
+
+@pytest.mark.parametrize("name", ["sharded-ps", "rhd", "dbtree", "hierarchical"])
+def test_the_most_pairs_in_a_step_are_counted_pair_by_pair(name):
+    """The busiest step's distinct (source, destination) pairs, against a set per step."""
+    s = build(name, parse_spec("fattree:k=4"), None, 64e6)
+    pairs: dict[int, set] = {}
+    for step, src, dst in zip(s.step.tolist(), s.src.tolist(), s.dst.tolist(), strict=True):
+        pairs.setdefault(step, set()).add((src, dst))
+    assert _most_pairs_in_a_step(s) == max(len(p) for p in pairs.values())

@@ -297,6 +297,33 @@ def test_spread_paths_are_equal_cost_paths(spec):
         assert nodes[-1] == c.node_ids[b]
 
 
+@pytest.mark.parametrize(
+    "spec", ["fattree:k=4", "hgx:boxes=3,gpus_per_box=4", "leafspine:leaves=3,spines=2,servers_per_leaf=2"]
+)
+def test_spread_paths_follow_the_digit_rule_pair_by_pair(spec):
+    """The vectorised spreading equals the rule applied to one pair at a time: at a switch, the
+    (t mod count)-th next hop on a shortest path in neighbour order, t the destination's spread
+    key with the digits of the earlier switches divided out; at a server, the first."""
+    from arsched.topology import parse_spec
+
+    t = parse_spec(spec)
+    c, r = t.compiled, t.router
+    src, dst = _all_pairs(t)
+    ptr, links = r.link_paths(src, dst, spread=True)
+    by_source = np.lexsort((c.link_dst, c.link_src))
+    for i, (a, b) in enumerate(zip(src.tolist(), dst.tolist(), strict=True)):
+        dist, digits, at, mine = r._dist_to(b), int(t.spread_key[b]), a, []
+        while at != b:
+            out = by_source[c.link_src[by_source] == at]
+            good = [x for x in out.tolist() if dist[c.link_dst[x]] == dist[at] - 1]
+            pick = 0
+            if t.kind(c.node_ids[at]) == "switch":
+                pick, digits = digits % len(good), digits // len(good)
+            mine.append(good[pick])
+            at = int(c.link_dst[good[pick]])
+        assert links[ptr[i] : ptr[i + 1]].tolist() == mine
+
+
 @pytest.mark.parametrize("k", [4, pytest.param(8, marks=pytest.mark.slow)])
 def test_spread_balances_all_to_all_on_a_fattree(k):
     """d-mod-k: all-to-all traffic loads every switch-to-switch link of a layer equally, which

@@ -177,6 +177,38 @@ def test_the_placement_keeps_its_load_and_steps_right():
     assert plan.time == pytest.approx(busiest.sum() + (busiest > 0).sum() * 1e-5)
 
 
+@pytest.mark.parametrize("spec", ["dcell:n=3,k=1", "hgx:boxes=2,gpus_per_box=4", "torus:dims=3x3"])
+def test_the_compiled_costs_and_rows_are_numpys_to_the_bit(spec):
+    """Under a random load, the compiled prices, join costs and their prefix minimum equal the
+    scipy product and numpy expressions they replace, exactly; a column's rows are every
+    route link of every edge, up at its step and down at the mirrored one."""
+    topo = parse_spec(spec)
+    net = B.Network.of(topo, tuple(topo.servers))
+    rng = np.random.default_rng(7)
+    steps, n = net.least_steps + 2, len(net.pair)
+    load = rng.random((2 * steps, len(net.caps)))
+    weight = np.exp(10.0 * load / load.max()) / net.caps
+    u, v = net.edges
+    price, cost, prefix = B._costs(weight, net.use.indptr, net.use.indices, net.use.data, net.pair, u, v)
+    assert np.array_equal(price, (net.use @ weight.T).T)
+    want = np.full((n, n, steps), np.inf)
+    want[u, v] = B.edge_prices(price, net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
+    assert np.array_equal(cost, want) and np.array_equal(prefix, np.minimum.accumulate(want, axis=2))
+    parent, height = net.wide[0]  # a tree, and steps for it, to take the rows of
+    step = B.cheapest_steps(parent, height, rng.random((n, steps)))[1]
+    rows = B._rows(parent, step, steps, net.pair, net.use.indptr, net.use.indices, len(net.caps))
+    kids = np.flatnonzero(parent >= 0)
+    expect = []
+    for pairs, at in (
+        (net.pair[kids, parent[kids]], step[kids] - 1),
+        (net.pair[parent[kids], kids], 2 * steps - step[kids]),
+    ):
+        for q, s in zip(pairs, at, strict=True):
+            links = net.use.indices[net.use.indptr[q] : net.use.indptr[q + 1]]
+            expect.extend(s * len(net.caps) + links)
+    assert rows.tolist() == expect
+
+
 @pytest.mark.parametrize("spec", [pytest.param("bcube:n=3,k=1", marks=pytest.mark.slow), "dcell:n=2,k=1"])
 def test_balanced_steps_beat_the_pipeline_on_switched_networks(spec):
     """Over the overlay's few peers per rank, in-order connections keep the balanced steps in
