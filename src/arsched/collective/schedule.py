@@ -257,15 +257,16 @@ class ScheduleBuilder:
         return pid
 
     def _spread_paths(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Intern the spread routes of many node pairs in one vectorised routing call; their
-        path ids (pairs of a node with itself: its one-node path)."""
+        """Intern the spread routes of many node pairs in one vectorised routing call, and
+        return their path ids (a node paired with itself: its default path to itself)."""
         c = self.topology.compiled
         far = src != dst
         ptr, links = self.topology.router.link_paths(src[far], dst[far], spread=True)
         starts = ptr[:-1] + np.arange(len(ptr) - 1)  # each path's first node, its source
         nodes = np.empty(len(links) + len(starts), dtype=np.int64)
-        nodes[starts] = src[far]
-        nodes[np.setdiff1d(np.arange(len(nodes)), starts, assume_unique=True)] = c.link_dst[links]
+        hop = np.ones(len(nodes), dtype=bool)
+        hop[starts] = False
+        nodes[starts], nodes[hop] = src[far], c.link_dst[links]
         names = np.asarray(c.node_ids, dtype=object)[nodes].tolist()
         bounds = np.append(starts, len(nodes)).tolist()
         interned = self._path_ids
