@@ -23,7 +23,7 @@ The column generation is `arborescences.generate`, bounded by `max_iterations` r
 (Σ x·h², h a tree's pipeline length), as AllReduce's packing does. Broadcast and Reduce give
 up none (`ROOTED_SLACK`): their second LP finds shallow trees at the full rate (hub trees), and
 on the comparison networks the slack bought no shallower tree but cost its share of the time
-(`benchmarks/bench_collectives.py`: 1.053 → 1.040 on a fat-tree, 1.229 → 1.206 on a ring).
+(`benchmarks/bench_collectives.py`: 1.053 → 1.042 on a fat-tree, 1.229 → 1.206 on a ring).
 """
 
 from __future__ import annotations
