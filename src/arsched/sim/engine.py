@@ -45,7 +45,6 @@ import numpy as np
 
 from arsched.csr import gather
 from arsched.errors import OutOfTime
-from arsched.limits import check_simulation
 from arsched.sim.deps import Dependencies
 from arsched.sim.paths import CompiledPaths
 
@@ -514,10 +513,9 @@ def simulate_events(
     summed rate on each): the exact per-link rate, piecewise constant until the next entry.
     Past `deadline` (a `time.monotonic()` value) it stops with `OutOfTime`; `progress(done,
     total)` is called after every batch of `BATCH` instants and at the end, with the transfers
-    done so far. One that would not fit in the memory limit is refused before it starts
-    (`limits.check_simulation`)."""
+    done so far. Its callers check its memory (`limits.check_simulation`) before they derive
+    the dependencies, which are part of it."""
     n = len(cp.path_id)
-    check_simulation(n)
     paths = _Paths.of_transfers(cp, np.broadcast_to(np.asarray(chunk_bytes, dtype=float), (n,)))
     release = np.zeros(n) if release is None else release
     a = _start(paths, deps, len(capacity), alpha, release, trace is not None)

@@ -24,6 +24,7 @@ import numpy as np
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError, NotFaster
+from arsched.limits import check_simulation
 from arsched.sim.deps import derive
 from arsched.sim.engine import simulate_events
 from arsched.sim.paths import CompiledPaths, compile_paths
@@ -109,6 +110,7 @@ def flow_times(
     if (floor := max(float(done.max()), busiest)) >= give_up_above:
         raise NotFaster(floor)
     del ready, done, send
+    check_simulation(len(s))  # before the dependencies, part of what it needs
     deps = derive(s, synchronous=synchronous, fifo=fifo)
     cap = s.topology.compiled.capacity
     send, done, instants = simulate_events(cp, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress)

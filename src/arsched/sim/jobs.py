@@ -20,6 +20,7 @@ import numpy as np
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
+from arsched.limits import check_simulation
 from arsched.sim.deps import Dependencies, derive
 from arsched.sim.engine import simulate_events
 from arsched.sim.flow import flow_times
@@ -93,8 +94,9 @@ def simulate_jobs(
     jobs = [_on(topology, s, i) for i, s in enumerate(schedules)]
     cps = [compile_paths(s) for s in jobs]
     alone = [_alone(s, cp, alpha, fifo, synchronous) for s, cp in zip(jobs, cps, strict=True)]
-    deps = _joined_deps([derive(s, synchronous=synchronous, fifo=fifo) for s in jobs])
     sizes = [len(s) for s in jobs]
+    check_simulation(sum(sizes))  # the joint simulation, before its dependencies
+    deps = _joined_deps([derive(s, synchronous=synchronous, fifo=fifo) for s in jobs])
     chunk = np.repeat([s.chunk_bytes for s in jobs], sizes)
     release = np.repeat(starts, sizes)
     cap = topology.compiled.capacity
