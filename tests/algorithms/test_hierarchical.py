@@ -149,6 +149,32 @@ def test_chosen_pieces_are_no_slower_than_equal_ones(spec):
     assert simulate_flow(chosen).time_s <= simulate_flow(same).time_s * (1 + 1e-9)
 
 
+def test_pieces_are_chosen_by_simulation_within_a_bound_on_work(monkeypatch):
+    """The kept pieces are the fastest simulated of the estimate's cheapest and its best equal
+    ones; where fewer than two fit in the transfer budget, or the first's simulation needs more
+    instants than allowed, the estimate's own choice is kept."""
+    import arsched.algorithms.hierarchical as hierarchical
+
+    topo = parse_spec("hgx:boxes=2")
+    chosen = build("hierarchical", topo, None, 256e6)
+    params = chosen.meta["params"]
+    grid = np.array([[topo.servers.index(r) for r in row] for row in params["groups"]])
+    plan = Plan(grid, params["intra"], params["rail"])
+    options = [w for _, w in estimate(topo, topo.servers, plan, 256e6, 5e-6)]
+    equal = next(w for w in options if len(set(w)) == 1)
+    timed = options[: hierarchical.SIMULATED] + [equal] * (equal not in options[: hierarchical.SIMULATED])
+    times = [simulate_flow(hierarchical._schedule(topo, topo.servers, 256e6, plan, w)).time_s for w in timed]
+    assert params["pieces"] == timed[int(np.argmin(times))]
+    assert params["pieces"] != options[0]  # the simulation changed the estimate's choice here
+    monkeypatch.setattr(hierarchical, "SIMULATE_INSTANTS", 1)
+    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == options[0]
+    monkeypatch.setattr(hierarchical, "SIMULATE_INSTANTS", 10**9)
+    per_unit = len(chosen) // sum(params["pieces"])
+    first_two = (sum(options[0]) + sum(options[1])) * per_unit
+    monkeypatch.setattr(hierarchical, "SIMULATE_TRANSFERS", first_two - 1)
+    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == options[0]
+
+
 def test_pieces_stay_within_the_transfer_limit(monkeypatch):
     """The limit bounds the chosen pieces (one unit is the finest cut): a smaller limit, fewer
     transfers, still valid."""

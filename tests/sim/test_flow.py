@@ -217,3 +217,15 @@ def test_an_event_simulation_past_its_deadline_stops():
         simulate_flow(s, deadline=time.monotonic() - 1.0)
     far = simulate_flow(s, deadline=time.monotonic() + 3600.0)
     assert far.time_s == simulate_flow(s).time_s
+
+
+def test_an_event_simulation_past_its_instant_limit_stops():
+    """A limit on event instants bounds the work the same way on every machine: a simulation
+    that needs n instants finishes with a limit of n and stops with OutOfTime below it."""
+    s = ps_allreduce(star(5), star(5).servers, 1e6, num_chunks=2)
+    free = simulate_flow(s)
+    n = free.notes["event_instants"]
+    assert n > 1
+    assert simulate_flow(s, max_instants=n).time_s == free.time_s
+    with pytest.raises(OutOfTime, match=f"limit of {n - 1:,} event instants"):
+        simulate_flow(s, max_instants=n - 1)

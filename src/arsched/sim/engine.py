@@ -503,6 +503,7 @@ def simulate_events(
     deadline: float = np.inf,
     progress: Callable[[int, int], None] | None = None,
     release: np.ndarray | None = None,
+    max_instants: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The exact event simulation: (send start, done, number of event instants) per transfer;
     the transfers of one path (`cp.path_id`) cross the same links and carry the same
@@ -513,16 +514,21 @@ def simulate_events(
     summed rate on each): the exact per-link rate, piecewise constant until the next entry.
     Past `deadline` (a `time.monotonic()` value) it stops with `OutOfTime`; `progress(done,
     total)` is called after every batch of `BATCH` instants and at the end, with the transfers
-    done so far. Its callers check its memory (`limits.check_simulation`) before they derive
-    the dependencies, which are part of it."""
+    done so far. After `max_instants` event instants it stops with `OutOfTime` too: a bound
+    on work that, unlike a deadline, gives the same answer on any machine. Its callers check
+    its memory (`limits.check_simulation`) before they derive the dependencies, which are part
+    of it."""
     n = len(cp.path_id)
     paths = _Paths.of_transfers(cp, np.broadcast_to(np.asarray(chunk_bytes, dtype=float), (n,)))
     release = np.zeros(n) if release is None else release
     a = _start(paths, deps, len(capacity), alpha, release, trace is not None)
+    limit = np.inf if max_instants is None else max_instants
     while True:
+        instants = int(a["counters"][0])
         if time.monotonic() > deadline:
-            instants = int(a["counters"][0])
             raise OutOfTime(f"flow simulation stopped at its deadline after {instants:,} event instants")
+        if instants >= limit:
+            raise OutOfTime(f"flow simulation stopped at its limit of {instants:,} event instants")
         code = _run(
             paths.of, paths.ptr, paths.links, paths.owner, paths.bottleneck, paths.latency, paths.chunk,
             capacity, alpha,
@@ -533,7 +539,7 @@ def simulate_events(
             a["hkey"], a["hval"], a["spos"], a["sizes"],
             a["link_mark"], a["path_mark"], a["comp_mark"], a["touched"], a["comp_links"], a["comp_paths"],
             a["dirty"], a["count"], a["left"], a["growing"], a["open_links"], a["new_rate"],
-            a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], BATCH,
+            a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], min(BATCH, limit - instants),
         )  # fmt: skip
         if code == _STUCK:
             # a bug, never input

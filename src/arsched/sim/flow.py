@@ -42,6 +42,7 @@ def simulate_flow(
     deadline: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     give_up_above: float | None = None,
+    max_instants: int | None = None,
 ) -> SimResult:
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
@@ -62,6 +63,9 @@ def simulate_flow(
     contention-free time reaches that value, stops with `NotFaster` before its event
     simulation: both are lower bounds on the flow time (no link carries more than its
     capacity; sharing only slows a flow, and a later finish only delays what waits for it).
+    With `max_instants`, an event simulation stops with `OutOfTime` after that many event
+    instants: a bound on its work that, unlike a deadline, is the same on every machine (an
+    instant's cost grows with the flows sharing links then, so transfers alone do not bound it).
     """
     s = schedule
     alpha = check_alpha(alpha)
@@ -78,8 +82,9 @@ def simulate_flow(
     log: list | None = [] if trace else None
     until = np.inf if deadline is None else deadline
     above = np.inf if give_up_above is None else give_up_above
+    events = method == "events"
     start, done, notes = flow_times(
-        s, cp, alpha, fifo, synchronous, method == "events", log, until, progress, above, busiest
+        s, cp, alpha, fifo, synchronous, events, log, until, progress, above, busiest, max_instants
     )
     return SimResult("flow", s, float(done.max()), start, done, carried, bound, None, alpha, notes, log)
 
@@ -96,11 +101,12 @@ def flow_times(
     progress: Callable[[int, int], None] | None = None,
     give_up_above: float = np.inf,
     busiest: float = 0.0,
+    max_instants: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Each transfer's start (when it became ready) and done time, and notes on the method, from
     the schedule's compiled paths: the sweep when it is exact (and `events` is off), else the
-    event simulation (with `fifo`, `synchronous`, `trace`, `deadline`, `progress` and
-    `give_up_above` as in `simulate_flow`; `busiest` is a lower bound on the time known
+    event simulation (with `fifo`, `synchronous`, `trace`, `deadline`, `progress`,
+    `give_up_above` and `max_instants` as in `simulate_flow`; `busiest` is a lower bound on the time known
     already); the schedule has at least one transfer."""
     s = schedule
     ready, done = sweep_times(s, cp, alpha, fifo, synchronous)
@@ -113,5 +119,7 @@ def flow_times(
     check_simulation(len(s))  # before the dependencies, part of what it needs
     deps = derive(s, synchronous=synchronous, fifo=fifo)
     cap = s.topology.compiled.capacity
-    send, done, instants = simulate_events(cp, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress)
+    send, done, instants = simulate_events(
+        cp, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress, max_instants=max_instants
+    )
     return send - alpha, done, {"method": "events", "event_instants": instants}
