@@ -18,7 +18,12 @@ class UnitError(ArschedError):
 
 
 class OutOfTime(ArschedError):
-    """A computation given a deadline (auto's simulation of a candidate) passed it."""
+    """A computation given a deadline or a limit on its work (auto's simulation of a candidate)
+    passed it; `floor_s`, where known, a lower bound on the time it was computing (else 0)."""
+
+    def __init__(self, message: str, floor_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.floor_s = floor_s
 
 
 class NotFaster(ArschedError):

@@ -5,6 +5,7 @@ heterogeneous leaf-spine); its search is recorded, deterministic, and bounded by
 from __future__ import annotations
 
 import json
+import time
 
 import networkx as nx
 import pytest
@@ -177,6 +178,36 @@ def test_a_simulation_cut_short_is_retried_at_the_end_then_noted(monkeypatch, cu
         assert ring["time_s"] == pytest.approx(
             simulate_flow(build("ring", parse_spec("torus:dims=3x3"), None, 1e6)).time_s
         )
+
+
+def test_cut_simulations_are_retried_most_promising_first_past_the_budget(monkeypatch):
+    """What was built but cut short is simulated again lowest lower bound first (not in build
+    order), and still once the budget is spent: `GRACE` of it more, not a wasted build."""
+    import arsched.algorithms.auto as auto
+
+    real = auto.simulate_flow
+    calls = []
+    budget = 0.3
+    floors = {"ring": 2e-3, "rhd": 1e-3}
+
+    def cut(schedule, *args, deadline=None, give_up_above=None, **kwargs):
+        calls.append((schedule.algorithm, deadline, time.monotonic()))
+        if schedule.algorithm in floors and sum(c[0] == schedule.algorithm for c in calls) == 1:
+            time.sleep(budget / 2)  # the two cut ones spend the whole budget
+            raise OutOfTime("flow simulation stopped at its deadline", floors[schedule.algorithm])
+        return real(schedule, *args, deadline=deadline, **kwargs)
+
+    monkeypatch.setattr(auto, "simulate_flow", cut)
+    monkeypatch.delitem(get("ring").floors, "allreduce")
+    topo = parse_spec("torus:dims=3x3")
+    s = build("auto", topo, None, 1e6, budget=budget, candidates=["dbtree", "ring", "rhd"])
+    assert validate(s).ok
+    assert [c[0] for c in calls] == ["dbtree", "ring", "rhd", "rhd", "ring"]
+    start = calls[0][2]
+    assert calls[3][2] > start + budget  # retried past the budget ...
+    assert calls[3][1] >= calls[3][2] + auto.GRACE * budget * 0.99  # ... with GRACE more
+    times = {c["algorithm"]: c.get("time_s") for c in s.meta["auto"]["candidates"]}
+    assert times["rhd"] == pytest.approx(simulate_flow(build("rhd", topo, None, 1e6)).time_s)
 
 
 FLOORED = ["ring", "multi-ring", "ps"]

@@ -8,11 +8,15 @@ simulated schedule is validated (a builder's bug is an error, never a schedule r
 others are not: validating a million-transfer loser cost seconds) and returned, under its own
 algorithm's name, with the search in its meta (`auto`: the model, every candidate's time and
 gap or why it was left out). A candidate starts only while the budget lasts or no schedule has
-been found yet (a builder is not interrupted; each has its own bound on work, so the search
-ends within the budget plus one build). Once a schedule is in hand, a candidate's simulation
-gets an equal share of the time left (what is left over the candidates not yet simulated), so
-that one slow event simulation cannot starve the others; one cut short is simulated again at
-the end with all the time left, and if cut again is noted, not chosen. In the flow model a
+been found yet (a builder is not interrupted; each has its own bound on work). Once a schedule
+is in hand, a candidate's simulation gets an equal share of the time left (what is left over
+the candidates not yet simulated), so that one slow event simulation cannot starve the others.
+Those cut short are simulated again at the end, the one with the lowest lower bound on its time
+first, with all the time left and `GRACE` of the budget more (tree packing's plan for a
+256-server Jellyfish takes a minute to build and a minute to simulate, and is 1.10× the bound at
+16 MB where the others are 2.7× or more: thrown away unsimulated for want of time, the build was
+wasted); one cut again is noted, not chosen. So the search ends within 1 + `GRACE` (twice) the
+budget plus one build. In the flow model a
 candidate is first timed without contention (the sweep `simulate_flow` runs first anyway) after
 its busiest link's bytes at that link's capacity: lower bounds on its simulated time, so one
 already no faster than the best is not simulated further (`give_up_above`; a contended event
@@ -24,7 +28,7 @@ never built). The search ends early once a schedule is within `GOOD_ENOUGH` of t
 no other can then be more than that faster. A schedule with more than `CROWDED` rank pairs
 sending in one step (a sharded PS over a thousand ranks: a million flows at once, minutes of
 event simulation) is simulated after the others, and not at all once one of them is within
-`GOOD_ENOUGH` or the budget has run out. The result is deterministic unless the time runs short
+`GOOD_ENOUGH` or the time has run out. The result is deterministic unless the time runs short
 (the meta then says which candidates were not tried or not simulated to their end);
 synthesis times go to the log (`arsched -v`), not into the schedule, so the same inputs give
 the same bytes.
@@ -59,6 +63,7 @@ log = logging.getLogger(__name__)
 NAME = "auto"
 BUDGET_S = 60.0
 GOOD_ENOUGH = 1.01  # a schedule this close to the bound ends the search
+GRACE = 1.0  # of the budget, more for simulating what was built but cut short
 CROWDED = 100_000  # rank pairs in one step above which a schedule is simulated after the others
 SCREEN = 1e-6  # margin over the event simulation's grouping of near-simultaneous events (1e-9)
 
@@ -156,11 +161,11 @@ def search(
             return f"one within {GOOD_ENOUGH:g}× the bound came first"
         return None
 
-    def simulate(schedule: Schedule, until: float) -> bool:
-        """Simulate and record `schedule`; False if its simulation was cut at `until` (a
-        `time.monotonic()` value; none before a first schedule is in hand). In the flow model a
-        schedule whose contention-free time already is no faster than the best is recorded
-        with that floor and not simulated further."""
+    def simulate(schedule: Schedule, until: float) -> float | None:
+        """Simulate and record `schedule`; if its simulation was cut at `until` (a
+        `time.monotonic()` value; none before a first schedule is in hand), a lower bound on its
+        time instead of None. In the flow model a schedule whose contention-free time already is
+        no faster than the best is recorded with that floor and not simulated further."""
         nonlocal best
         start = time.perf_counter()
         try:
@@ -180,13 +185,13 @@ def search(
             slower = f"not faster than {best[2].algorithm}"
             note = f"at least {gap:.3f}× the bound by its busiest link or without contention: {slower}"
             tried.append({"algorithm": schedule.algorithm, "note": note})
-            return True
-        except OutOfTime:
+            return None
+        except OutOfTime as e:
             log.info("auto: %s simulation cut after %.2f s", schedule.algorithm, time.perf_counter() - start)
-            return False
+            return e.floor_s
         except LimitError as e:  # its event simulation would not fit in memory
             tried.append({"algorithm": schedule.algorithm, "note": str(e)})
-            return True
+            return None
         log.info(
             "auto: %s %.3f× the bound, simulated in %.2f s",
             schedule.algorithm,
@@ -196,7 +201,7 @@ def search(
         tried.append({"algorithm": schedule.algorithm, "time_s": r.time_s, "gap": r.gap})
         if best is None or r.time_s < best[0]:
             best = (r.time_s, r.gap, schedule)
-        return True
+        return None
 
     for i, name in enumerate(names):
         if (why := stop()) is not None:
@@ -216,16 +221,21 @@ def search(
             continue
         log.info("auto: %s built in %.2f s", name, time.perf_counter() - start)
         if _most_pairs_in_a_step(schedule) > CROWDED:
-            later.append(schedule)  # its event simulation is the costly one: try the others first
+            later.append((np.inf, schedule))  # its event simulation is the costly one: the others first
             continue
         # an equal share of what is left, so that one slow simulation cannot starve the rest
         share = (deadline - time.monotonic()) / (len(names) - i + len(later))
-        if not simulate(schedule, time.monotonic() + share):
-            later.append(schedule)
-    for schedule in later:
-        if (why := stop()) is not None:
-            tried.append({"algorithm": schedule.algorithm, "note": f"not simulated: {why}"})
-        elif not simulate(schedule, deadline):
+        if (floor := simulate(schedule, time.monotonic() + share)) is not None:
+            later.append((floor, schedule))
+    # what was built and cut: the most promising first, with the time left and GRACE more
+    end = max(deadline, time.monotonic() + GRACE * budget)
+    for _, schedule in sorted(later, key=lambda x: x[0]):
+        if best is not None and best[1] <= GOOD_ENOUGH:
+            note = f"not simulated: one within {GOOD_ENOUGH:g}× the bound came first"
+            tried.append({"algorithm": schedule.algorithm, "note": note})
+        elif best is not None and time.monotonic() >= end:
+            tried.append({"algorithm": schedule.algorithm, "note": "not simulated: the budget ran out"})
+        elif simulate(schedule, end) is not None:
             tried.append(
                 {"algorithm": schedule.algorithm, "note": "not simulated to its end: the budget ran out"}
             )

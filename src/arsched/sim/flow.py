@@ -23,7 +23,7 @@ import numpy as np
 
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.errors import ArschedError, NotFaster
+from arsched.errors import ArschedError, NotFaster, OutOfTime
 from arsched.limits import check_simulation
 from arsched.sim.deps import derive
 from arsched.sim.engine import simulate_events
@@ -66,6 +66,7 @@ def simulate_flow(
     With `max_instants`, an event simulation stops with `OutOfTime` after that many event
     instants: a bound on its work that, unlike a deadline, is the same on every machine (an
     instant's cost grows with the flows sharing links then, so transfers alone do not bound it).
+    Either `OutOfTime` carries the larger of the two lower bounds above as `floor_s`.
     """
     s = schedule
     alpha = check_alpha(alpha)
@@ -119,7 +120,10 @@ def flow_times(
     check_simulation(len(s))  # before the dependencies, part of what it needs
     deps = derive(s, synchronous=synchronous, fifo=fifo)
     cap = s.topology.compiled.capacity
-    send, done, instants = simulate_events(
-        cp, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress, max_instants=max_instants
-    )
+    try:
+        send, done, instants = simulate_events(
+            cp, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress, max_instants=max_instants
+        )
+    except OutOfTime as e:  # with what is known of the time so far
+        raise OutOfTime(str(e), floor) from None
     return send - alpha, done, {"method": "events", "event_instants": instants}
