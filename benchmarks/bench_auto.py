@@ -159,7 +159,8 @@ def main() -> None:
     publish(
         SECTION,
         "The schedule `auto` makes (every applicable algorithm built and simulated; the fastest kept "
-        f"and validated; budget {args.budget:g} s per build) and its gap to the bound in the default model "
+        f"and validated; budget {args.budget:g} s per build, and as much again for simulating what was "
+        "built but cut short) and its gap to the bound in the default model "
         "(flow, in-order connections, α = 5 µs). Synthesis time is auto's whole search on this machine; "
         f"a network gets {args.limit:g} s of wall time for both sizes ({LARGE}, 4,096 ranks: "
         f"{LARGE_SCALE}× the budget and the wall time, issue 21's 10 minutes at that size). "
@@ -170,7 +171,8 @@ def main() -> None:
         "column. Where it is not, the schedule itself moves too many bytes over some link "
         "(GPU boxes: both intra-box phases of the hierarchical scheme cross each GPU's NVLink or xGMI "
         "links, see `hierarchical`'s docstring; MI250's mesh: deep trees; the 256-server Jellyfish: "
-        "no scheme here packs an unstructured network of that size near its bound).",
+        "tree packing's balanced steps, which leave some link-steps above the mean load: see "
+        "`packing.balanced`'s docstring).",
         markdown(header, rows),
     )
 
