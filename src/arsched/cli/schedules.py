@@ -239,7 +239,11 @@ def schedule(
         int, typer.Option(help="hrl: keep the best of the deterministic run and k − 1 seeded samples.")
     ] = 1,
     budget: Annotated[
-        float | None, typer.Option(help="auto: seconds to spend trying algorithms (default 60).")
+        float | None,
+        typer.Option(
+            help="auto: seconds to spend trying algorithms (default 60); simulating what was built "
+            "but cut short may take as long again."
+        ),
     ] = None,
 ) -> None:
     """Build a schedule (AllReduce unless --collective says otherwise), validate it and write it as
