@@ -152,8 +152,9 @@ def test_chosen_pieces_are_no_slower_than_equal_ones(spec):
 def test_pieces_are_chosen_by_simulation_within_a_bound_on_work(monkeypatch):
     """The kept pieces are the fastest simulated of the estimate's cheapest and its best equal
     ones; where fewer than two fit in the transfer budget, or the first's simulation needs more
-    instants than allowed, the estimate's own choice is kept."""
+    instants or memory than allowed, the estimate's own choice is kept."""
     import arsched.algorithms.hierarchical as hierarchical
+    import arsched.limits as limits
 
     topo = parse_spec("hgx:boxes=2")
     chosen = build("hierarchical", topo, None, 256e6)
@@ -169,6 +170,9 @@ def test_pieces_are_chosen_by_simulation_within_a_bound_on_work(monkeypatch):
     monkeypatch.setattr(hierarchical, "SIMULATE_INSTANTS", 1)
     assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == options[0]
     monkeypatch.setattr(hierarchical, "SIMULATE_INSTANTS", 10**9)
+    monkeypatch.setattr(limits, "EVENT_BYTES", 10**15)  # no simulation fits in memory
+    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == options[0]
+    monkeypatch.undo()
     per_unit = len(chosen) // sum(params["pieces"])
     first_two = (sum(options[0]) + sum(options[1])) * per_unit
     monkeypatch.setattr(hierarchical, "SIMULATE_TRANSFERS", first_two - 1)

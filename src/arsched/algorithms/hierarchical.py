@@ -74,7 +74,7 @@ from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError, NotFaster, OutOfTime
-from arsched.limits import max_memory, schedule_memory
+from arsched.limits import LimitError, max_memory, schedule_memory
 from arsched.topology.core import Topology
 
 NAME = "hierarchical"
@@ -489,8 +489,9 @@ def _fastest(
 ) -> Schedule:
     """The candidate piece sizes' schedule that is fastest in the default flow model, among the
     first ones whose transfers fit in `SIMULATE_TRANSFERS`; the first (the estimate's choice)
-    where fewer than two fit or its simulation takes more than `SIMULATE_INSTANTS` instants (a
-    later one cut there is left out). One schedule is held besides the best."""
+    where fewer than two fit or its simulation takes more than `SIMULATE_INSTANTS` instants or
+    more memory than the limit allows (a later one cut there is left out). One schedule is held
+    besides the best."""
     from arsched.sim import simulate_flow
 
     best = _schedule(topology, rs, nbytes, plan, candidates[0])
@@ -500,13 +501,13 @@ def _fastest(
         return best
     try:
         best_s = simulate_flow(best, alpha, max_instants=SIMULATE_INSTANTS).time_s
-    except OutOfTime:
+    except (OutOfTime, LimitError):  # too long, or too large for the memory limit, to time
         return best
     for w in candidates[1 : int(fit.sum())]:
         schedule = _schedule(topology, rs, nbytes, plan, w)
         try:
             t = simulate_flow(schedule, alpha, give_up_above=best_s, max_instants=SIMULATE_INSTANTS).time_s
-        except (NotFaster, OutOfTime):
+        except (NotFaster, OutOfTime, LimitError):
             continue
         if t < best_s:
             best, best_s = schedule, t
