@@ -305,3 +305,43 @@ def test_json_output_is_valid_json_even_for_undefined_numbers(capsys):
         "worst": [1.5, None],
         "nested": {"x": None},
     }
+
+
+def test_auto_status_line_shows_the_search_on_a_terminal_only(monkeypatch, capsys):
+    """On a terminal, auto's INFO records become a transient status line (and its logger's level
+    comes back after); elsewhere nothing is drawn and nothing changes."""
+    import logging
+
+    import arsched.cli.common as common
+
+    log = logging.getLogger("arsched.algorithms.auto")
+    level = log.level
+    with common.log_status(log.name):  # pytest's stderr is no terminal
+        log.info("auto: building ring (1 of 2)")
+    assert capsys.readouterr().err == "" and log.level == level
+
+    shown = []
+
+    class Status:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, text):
+            shown.append(text)
+
+    class Terminal:
+        def __init__(self, stderr):
+            pass
+
+        def status(self, text):
+            return Status()
+
+    monkeypatch.setattr(common.sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(common, "Console", Terminal)
+    with common.log_status(log.name):
+        log.info("auto: building %s (%d of %d)", "ring", 1, 2)
+    log.info("auto: after the search")
+    assert shown == ["auto: building ring (1 of 2)"] and log.level == level

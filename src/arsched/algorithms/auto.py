@@ -167,6 +167,7 @@ def search(
         time instead of None. In the flow model a schedule whose contention-free time already is
         no faster than the best is recorded with that floor and not simulated further."""
         nonlocal best
+        log.info("auto: simulating %s", schedule.algorithm)
         start = time.perf_counter()
         try:
             if model == "flow":
@@ -213,6 +214,7 @@ def search(
             slower = f"not faster than {best[2].algorithm}, not built"
             tried.append({"algorithm": name, "note": f"at least {gap:.3f}× the bound by its floor: {slower}"})
             continue
+        log.info("auto: building %s (%d of %d)", name, i + 1, len(names))
         start = time.perf_counter()
         try:
             schedule = build(name, topology, rs, nbytes, collective, root)

@@ -4,6 +4,7 @@ the output-path check made before any work starts."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -100,6 +101,38 @@ def progress_bar(what: str, unit: str = "transfers", enabled: bool = True) -> It
             bar.update(task, completed=done, total=total, description=phase or what)
 
         yield update
+
+
+class _ToStatus(logging.Handler):
+    """Shows every record it gets on a rich status line."""
+
+    def __init__(self, status: Any) -> None:
+        super().__init__(logging.INFO)
+        self.status = status
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.status.update(record.getMessage())
+
+
+@contextmanager
+def log_status(logger: str) -> Iterator[None]:
+    """A transient status line on stderr (on a terminal only) with the latest INFO message of
+    `logger`: what a long search (auto trying its candidates) is doing, without -v's full log."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    log = logging.getLogger(logger)
+    level = log.level
+    with Console(stderr=True).status("") as status:
+        handler = _ToStatus(status)
+        log.addHandler(handler)
+        if not log.isEnabledFor(logging.INFO):
+            log.setLevel(logging.INFO)  # its records reach the root's handlers only with -v
+        try:
+            yield
+        finally:
+            log.removeHandler(handler)
+            log.setLevel(level)
 
 
 def _measure(table: Table) -> Measurement:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,6 +20,7 @@ from arsched.cli.common import (
     check_collective,
     check_output,
     emit_json,
+    log_status,
     out,
     progress_bar,
     show,
@@ -276,7 +278,8 @@ def schedule(
         params["budget"] = budget
     _check_params(algorithm, params, collective)
     start = time.perf_counter()
-    result = build(algorithm, topo, None, nbytes, collective, root, **params)
+    with log_status("arsched.algorithms.auto") if algorithm == "auto" else nullcontext():
+        result = build(algorithm, topo, None, nbytes, collective, root, **params)
     took = time.perf_counter() - start
     result.meta["seed"] = seed
     report = check(result)
