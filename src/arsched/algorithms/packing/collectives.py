@@ -19,6 +19,12 @@ add up to at most `SELECT_TRANSFERS` (a bound on work, not on the clock, so that
 give the same schedule on any machine); `SELECT_SECONDS` only guards against a simulation far
 slower than usual (the choice then depends on the machine, and the meta says so).
 
+Broadcast and Reduce also weigh, where every link has a reverse of the same bandwidth, the
+reversal (`arsched.collective.reverse`) of the other one's schedule: on two A100 boxes the
+reversed Broadcast is a faster Reduce than the in-trees' own (their chunks are summed in the
+order the leaves send them, not one pipeline step after another), on a torus the reversed
+Reduce a faster Broadcast (`benchmarks/bench_collectives.py`).
+
 ReduceScatter and AllGather also weigh, where the fastest pipeline is more than `NEAR` above the
 bound (as AllReduce's tree packing does), two schedules without a pipeline, in which each chunk
 crosses its tree once and every link is about as busy in every step (no fill or drain): the
@@ -58,6 +64,7 @@ from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import Routes, intern, route
 from arsched.algorithms.trees import Sends, tree_depths, tree_heights
 from arsched.collective.kinds import ROOTED
+from arsched.collective.reverse import DUAL, reverse
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError, OutOfTime
@@ -82,12 +89,14 @@ def forest_schedule(
     iterations: int,
     root: str | None = None,
     levels: bool | None = None,
+    dual: bool = True,
 ) -> Schedule:
     """Tree packing of `collective` (see the module docstring); `units` parallel pipelines of
     `stages` steps over trees from at most `iterations` rounds of column generation, tuned for a
     per-transfer overhead `alpha`; for ReduceScatter and AllGather, `levels` True takes the
     fastest schedule without a pipeline (`_unpipelined`), False never, None where the pipeline
-    is more than `NEAR` above the bound and it is faster."""
+    is more than `NEAR` above the bound and it is faster; for Broadcast and Reduce with `dual`,
+    the reversal of the other one's schedule where it is faster."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     alpha = check_alpha(alpha)
@@ -124,6 +133,10 @@ def forest_schedule(
         return schedule(positive_int(UNITS if units is None else units, "units"), stages)
     first = choose_stages(sends, forest.weights, total, routes, topology, nbytes, alpha)[:2]
     best, gap = _fastest(schedule, _candidates(first, default_stages(total, topology, nbytes, alpha)), alpha)
+    if rooted and dual and symmetric(topology):  # every route has its way back
+        args = (DUAL[collective], topology, rs, nbytes, None, None, alpha, iterations, root)
+        other = reverse(forest_schedule(*args, dual=False))
+        return other if simulate_flow(other, alpha).gap < gap else best
     if levels is None and not rooted and gap > 1 + NEAR:
         unpipelined = _unpipelined(collective, topology, rs, nbytes, alpha)
         if unpipelined is not None and unpipelined[1] < gap:
