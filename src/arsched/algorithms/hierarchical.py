@@ -497,7 +497,7 @@ def _fastest(
     best = _schedule(topology, rs, nbytes, plan, candidates[0])
     per_unit = len(best) / sum(candidates[0])
     fit = np.cumsum([sum(w) * per_unit for w in candidates]) <= SIMULATE_TRANSFERS
-    if not fit[:2].all():
+    if len(fit) < 2 or not fit[1]:  # nothing to choose from
         return best
     try:
         best_s = simulate_flow(best, alpha, max_instants=SIMULATE_INSTANTS).time_s
