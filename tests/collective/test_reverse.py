@@ -51,7 +51,7 @@ def test_reversal_is_the_dual_collective_with_mirrored_link_bytes(spec, algorith
 
 def test_what_cannot_be_reversed_is_refused_in_one_sentence():
     s = build("ring", parse_spec("torus:dims=3x3"), None, 1e6)
-    with pytest.raises(ArschedError, match="allreduce schedule cannot be reversed"):
+    with pytest.raises(ArschedError, match="AllReduce schedules cannot be reversed"):
         reverse(s)
     oneway = parse_spec("torus:dims=3x3,oneway=1")
     with pytest.raises(ArschedError, match="no link back"):

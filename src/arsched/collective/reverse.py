@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from arsched.collective.kinds import TITLES
 from arsched.collective.schedule import Schedule
 from arsched.errors import ArschedError
 
@@ -32,7 +33,8 @@ def reverse(schedule: Schedule) -> Schedule:
     copies the same data) or a route has no link back."""
     s = schedule
     if s.collective not in DUAL:
-        raise ArschedError(f"a {s.collective} schedule cannot be reversed (only {', '.join(DUAL)})")
+        only = ", ".join(TITLES[c] for c in DUAL)
+        raise ArschedError(f"{TITLES[s.collective]} schedules cannot be reversed (only {only})")
     paths = tuple(tuple(reversed(p)) for p in s.paths)
     if (s.topology.compiled.paths_links(paths)[1] < 0).any():
         raise ArschedError(
