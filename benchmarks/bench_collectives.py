@@ -123,7 +123,10 @@ def main(quick: bool, collectives: list[str] | None, networks: list[str] | None)
         "T + (d − 1)·T/c + c·α, at best (√T + √((d − 1)·α))²: 1.11× on the 4×4 torus (T = 5.12 ms; "
         "depth at least 4, its diameter) and 1.19× on the two HGX boxes (T = 1.28 ms; depth at least "
         "3 at the bound's rate: NVSwitch, rail, NVSwitch), for any trees of those depths. Broadcast and "
-        "Reduce meet 1.05× only where shallow (hub) trees reach the bound: switched networks. "
+        "Reduce meet 1.05× only where shallow (hub) trees reach the bound: switched networks. Every "
+        "algorithm gets its own defaults; tree packing's Broadcast and Reduce build and simulate both "
+        "their own trees and the time reversal of the other one's schedule (where every link has an "
+        "equal reverse) and keep the faster, which its 'wall' includes. "
         "Produced by `benchmarks/bench_collectives.py`.",
         table,
     )

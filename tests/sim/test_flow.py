@@ -230,3 +230,6 @@ def test_an_event_simulation_past_its_instant_limit_stops():
     with pytest.raises(OutOfTime, match=f"limit of {n - 1:,} event instants") as cut:
         simulate_flow(s, max_instants=n - 1)
     assert 0 < cut.value.floor_s <= free.time_s  # what it knew: a lower bound on the time
+    for bad in (0, -3, 2.5, "10"):
+        with pytest.raises(ArschedError, match="max_instants must be a positive integer"):
+            simulate_flow(s, max_instants=bad)

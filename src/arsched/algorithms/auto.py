@@ -13,10 +13,10 @@ is in hand, a candidate's simulation gets an equal share of the time left (what 
 the candidates not yet simulated), so that one slow event simulation cannot starve the others.
 Those cut short are simulated again at the end, the one with the lowest lower bound on its time
 first, with all the time left and `GRACE` of the budget more (tree packing's plan for a
-256-server Jellyfish takes a minute to build and a minute to simulate, and is 1.10× the bound at
-16 MB where the others are 2.7× or more: thrown away unsimulated for want of time, the build was
-wasted); one cut again is noted, not chosen. So the search ends within 1 + `GRACE` (twice) the
-budget plus one build. In the flow model a
+256-server Jellyfish takes most of the budget to build and about as long to simulate, and is
+1.104× the bound at 16 MB where the others are 2.7× or more, `benchmarks/bench_auto.py`: thrown
+away unsimulated for want of time, the build was wasted); one cut again is noted, not chosen.
+So the search ends within 1 + `GRACE` (twice) the budget plus one build. In the flow model a
 candidate is first timed without contention (the sweep `simulate_flow` runs first anyway) after
 its busiest link's bytes at that link's capacity: lower bounds on its simulated time, so one
 already no faster than the best is not simulated further (`give_up_above`; a contended event

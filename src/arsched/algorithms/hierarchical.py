@@ -32,9 +32,9 @@ many as fit in `SIMULATE_TRANSFERS` transfers in all (at least two, or none), ea
 cut after `SIMULATE_INSTANTS` event instants: the estimate cannot see how the pipeline's pieces
 share links on their way (32 boxes on a ToR fabric at 256 MB: the estimate's choice 1.106× the
 bound, the fastest of five 1.071×, `benchmarks/bench_scale.py`), but an unstructured network
-makes the same schedule's simulation last minutes (a 256-server Jellyfish: more than 160,000
-instants), and a bound on instants, not on a clock, keeps the choice the same on every
-machine.
+makes the same schedule's simulation last minutes (a 256-server Jellyfish: far more instants
+than a GPU fabric's pipeline, whose pieces end together), and a bound on instants, not on a
+clock, keeps the choice the same on every machine.
 
 Transfers take routes spread over equal-cost paths at switches (`ScheduleBuilder(spread=True)`),
 and the estimate prices those routes: where rails cross spines (a ToR fabric, rails spanning

@@ -72,6 +72,8 @@ def simulate_flow(
     alpha = check_alpha(alpha)
     if method not in ("auto", "events"):
         raise ArschedError(f"unknown flow method {method!r} (expected 'auto' or 'events')")
+    if max_instants is not None and not (isinstance(max_instants, (int, np.integer)) and max_instants >= 1):
+        raise ArschedError(f"max_instants must be a positive integer, got {max_instants!r}")
     cp = compile_paths(s)
     bound = schedule_bound(s, alpha)
     carried = link_bytes(s, cp)
