@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
@@ -19,13 +20,15 @@ from scipy.sparse.csgraph import breadth_first_order
 from arsched.collective.schedule import ScheduleBuilder
 
 
+@numba.njit(cache=True)
 def tree_heights(parent: np.ndarray) -> np.ndarray:
-    """Height of every node of a tree given by its parent array (leaves 0)."""
+    """Height of every node of a tree given by its parent array (leaves 0). Compiled: tree
+    packing's balanced steps take it for thousands of trees per plan."""
     height = np.zeros(len(parent), dtype=np.int64)
     for v in range(len(parent)):
         h, u = 0, v
         while parent[u] >= 0:
-            u, h = int(parent[u]), h + 1
+            u, h = parent[u], h + 1
             height[u] = max(height[u], h)
     return height
 

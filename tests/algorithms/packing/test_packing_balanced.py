@@ -192,7 +192,9 @@ def test_the_compiled_costs_and_rows_are_numpys_to_the_bit(spec):
     price, cost, prefix = B._costs(weight, net.use.indptr, net.use.indices, net.use.data, net.pair, u, v)
     assert np.array_equal(price, (net.use @ weight.T).T)
     want = np.full((n, n, steps), np.inf)
-    want[u, v] = B.edge_prices(price, net.pair, u, v) - 1e-12 * np.arange(1, steps + 1)
+    s = np.arange(steps)  # sending c → p at step s and back at 2R + 1 − s
+    up, down = price[s][:, net.pair[u, v]].T, price[2 * steps - 1 - s][:, net.pair[v, u]].T
+    want[u, v] = up + down - 1e-12 * np.arange(1, steps + 1)
     assert np.array_equal(cost, want) and np.array_equal(prefix, np.minimum.accumulate(want, axis=2))
     parent, height = net.wide[0]  # a tree, and steps for it, to take the rows of
     step = B.cheapest_steps(parent, height, rng.random((n, steps)))[1]
@@ -234,39 +236,37 @@ def test_join_adds_the_free_ranks_by_their_cheapest_edges():
     assert parent.tolist() == [-1, 0, 1, -1, -1]  # not changed in place
 
 
-def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again(monkeypatch):
+def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again():
     """Where Prim strands ranks, the placement keeps the tree Prim grew, joins the stranded
     ranks to it and chooses every step again, in order (child before parent), instead of
-    falling back to the breadth-first tree; the schedule of such a plan is valid."""
+    falling back to the breadth-first tree; the schedule of such trees is valid."""
     topo = parse_spec("dcell:n=2,k=1")
     ranks = tuple(topo.servers)
     net = B.Network.of(topo, ranks)
-    grown = B.prim
-    kept = []
-
-    def stranding(cost, prefix, root):
-        parent, step, _ = grown(cost, prefix, root)
-        order = np.argsort(-step, kind="stable")  # the root and the ranks nearest it first
-        parent = parent.copy()
-        parent[order[len(order) // 2 :]] = -1  # the later half stranded
-        kept.append(parent)
-        return parent, step, False
-
-    monkeypatch.setattr(B, "prim", stranding)
-    placer = B.Placer(net, net.least_steps + 2, 2 * len(ranks))
-    joined = 0
-    for k, (parent, step, _) in enumerate(placer.columns):
-        root = k % len(ranks)
-        assert (parent >= 0).sum() == len(ranks) - 1 and parent[root] == -1
-        had = kept[k] >= 0
-        if np.array_equal(parent[had], kept[k][had]):
+    steps, n = net.least_steps + 2, len(ranks)
+    rng = np.random.default_rng(3)
+    u, v = net.edges
+    use = net.use
+    columns, joined = [], 0
+    for k in range(2 * n):
+        root = k % n
+        weight = np.exp(10.0 * rng.random((2 * steps, len(net.caps)))) / net.caps
+        price, cost, prefix = B._costs(weight, use.indptr, use.indices, use.data, net.pair, u, v)
+        grown, step, _ = B.prim(cost, prefix, root)
+        kept = grown.copy()
+        kept[np.argsort(-step, kind="stable")[n // 2 :]] = -1  # the later half stranded
+        parent, step = B._restep(kept, root, price, prefix, net.pair, *net.wide[root])
+        assert (parent >= 0).sum() == n - 1 and parent[root] == -1
+        had = kept >= 0
+        if np.array_equal(parent[had], kept[had]):
             joined += 1
         else:  # only where the joined tree was taller than R
             assert np.array_equal(parent, net.wide[root][0])
         kids = np.flatnonzero(parent >= 0)
-        assert (step[kids] < step[parent[kids]]).all() and step[kids].min() >= 1
-    assert joined >= len(placer.columns) // 2
-    b = ScheduleBuilder(topo, ranks, 1e6, len(placer.columns), "tree-packing", {})
-    B.add_balanced(b, placer.plan(1e6, 0.0))
+        assert (step[kids] < step[parent[kids]]).all() and step[kids].min() >= 1 and step[root] == steps + 1
+        columns.append((parent, step))
+    assert joined >= len(columns) // 2
+    b = ScheduleBuilder(topo, ranks, 1e6, len(columns), "tree-packing", {})
+    B.add_balanced(b, B.BalancedPlan(columns, net.routes, steps, 0.0))
     s = b.build()
     assert validate(s).ok and numeric_check(s).ok

@@ -90,52 +90,68 @@ def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
     raise ArschedError("tree-packing: the ranks are not all joined by routes")  # routing refused earlier
 
 
-def edge_prices(price: np.ndarray, pair: np.ndarray, kids: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """(edges × R) cost of sending kids[j] → parents[j] at step s (and back at 2R + 1 − s) under
-    (2R × pairs) prices."""
-    steps = price.shape[0] // 2
-    s = np.arange(steps)
-    return price[s][:, pair[kids, parents]].T + price[2 * steps - 1 - s][:, pair[parents, kids]].T
-
-
+@numba.njit(cache=True)
 def cheapest_steps(parent: np.ndarray, height: np.ndarray, cost: np.ndarray) -> tuple[float, np.ndarray]:
     """(cost, steps) of the cheapest steps 1..R for a rooted tree's edges, a child's step before
     its parent's: f(v, s) = cost(v, s) + Σ_children min_{s' < s} f(child, s'), leaves first.
-    `cost` is (nodes × R), the root's row unused; the root's step is R + 1."""
+    `cost` is (nodes × R), the root's row unused; the root's step is R + 1. Compiled: it runs
+    for every chunk whose Prim tree strands ranks, thousands of times per plan."""
     n, steps = cost.shape
     below = np.zeros((n, steps + 1))  # Σ over children of min_{s' ≤ j} f(child, s'), j = 0..R
     best = np.zeros((n, steps))
-    kids = np.flatnonzero(parent >= 0)
-    for h in range(int(height.max())):
-        nodes = kids[height[kids] == h]
-        best[nodes] = cost[nodes] + below[nodes, :steps]
-        prefix = np.minimum.accumulate(best[nodes], axis=1)
-        np.add.at(below, parent[nodes], np.hstack([np.full((len(nodes), 1), np.inf), prefix]))
+    top = 0
+    root = 0
+    for v in range(n):
+        top = max(top, height[v])
+        if parent[v] < 0:
+            root = v
+    for h in range(top):  # leaves first, each level in node order
+        for v in range(n):
+            if parent[v] < 0 or height[v] != h:
+                continue
+            p = parent[v]
+            below[p, 0] += np.inf
+            low = np.inf
+            for s in range(steps):
+                best[v, s] = cost[v, s] + below[v, s]
+                low = min(low, best[v, s])
+                below[p, s + 1] += low
     step = np.zeros(n, dtype=np.int64)
-    root = int(np.flatnonzero(parent < 0)[0])
     step[root] = steps + 1
-    for v in np.argsort(-height, kind="stable"):  # parents (taller) before children
-        if parent[v] >= 0:
-            step[v] = int(np.argmin(best[v, : step[parent[v]] - 1])) + 1
+    for h in range(top, -1, -1):  # parents (taller) before children
+        for v in range(n):
+            if parent[v] >= 0 and height[v] == h:
+                step[v] = int(np.argmin(best[v, : step[parent[v]] - 1])) + 1
     return float(below[root, steps]), step
 
 
+@numba.njit(cache=True)
 def join(parent: np.ndarray, root: int, weight: np.ndarray) -> np.ndarray:
     """`parent` with its free ranks (parent −1, not `root`) joined by Prim on `weight`
-    ((n × n), rank c joining p; infinite where they are not neighbours)."""
+    ((n × n), rank c joining p; infinite where they are not neighbours; where the free ranks
+    have no edge into the tree, they keep parent −1)."""
+    n = len(parent)
     parent = parent.copy()
     free = parent < 0
     free[root] = False
-    into = weight[:, ~free]
-    best = np.where(free, into.min(axis=1), np.inf)
-    via = np.flatnonzero(~free)[np.argmin(into, axis=1)]
+    best = np.full(n, np.inf)
+    via = np.zeros(n, dtype=np.int64)
+    for c in range(n):
+        low, at = np.inf, -1
+        for p in range(n):
+            if not free[p] and (at < 0 or weight[c, p] < low):
+                low, at = weight[c, p], p
+        via[c] = at
+        if free[c]:
+            best[c] = low
     for _ in range(int(free.sum())):  # one rank joins per pass
         c = int(np.argmin(best))
-        if not np.isfinite(best[c]):  # the free ranks have no edge into the tree
-            raise ArschedError("tree-packing: the balanced steps' edges do not join all ranks")
+        if not np.isfinite(best[c]):
+            return parent
         parent[c], free[c], best[c] = via[c], False, np.inf
-        better = free & (weight[:, c] < best)
-        best[better], via[better] = weight[better, c], c
+        for v in range(n):
+            if free[v] and weight[v, c] < best[v]:
+                best[v], via[v] = weight[v, c], c
     return parent
 
 
@@ -180,7 +196,7 @@ class Network:
         routes = overlay(topology, ranks)
         pair = routes.positions(n)
         edges = np.nonzero((pair >= 0) & (pair.T >= 0))
-        wide = [hang_from(edges, n, r) for r in range(n)]
+        wide = [hang_from(edges, n, r).astype(np.int64) for r in range(n)]
         if (wide[0] >= 0).sum() < n - 1:  # the breadth-first tree misses ranks
             raise ArschedError(
                 "tree-packing: balanced steps send every tree edge both ways, and the routes used both "
@@ -231,31 +247,69 @@ class Placer:
         return BalancedPlan(columns, self.net.routes, self.steps, self.time(nbytes, overhead))
 
     def _put(self, rows: np.ndarray, sign: float) -> None:
-        np.add.at(self.load.reshape(-1), rows, sign * self.inverse[rows])
+        _add(self.load.reshape(-1), rows, self.inverse, sign)
 
     def _place(self, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Prim tree from `root` under the current prices; where Prim strands ranks, that
         tree with the stranded ranks joined by their cheapest edges and every step chosen again
         by `cheapest_steps`, or the breadth-first tree from `root` if that is taller than R.
-        With its rows. The prices, costs and rows are compiled (`_costs`, `_rows`); the
-        exponentials stay in numpy, so the plan is numpy's to the last bit."""
+        With its rows. All but the exponentials is compiled (`_placement`); they stay in
+        numpy, so the plan is numpy's to the last bit."""
         net = self.net
         relative = self.load / max(float(self.load.max()), 1e-300)
         weight = np.exp(self.sharpness * relative) / net.caps
-        u, v = net.edges
         use = net.use
-        price, cost, prefix = _costs(weight, use.indptr, use.indices, use.data, net.pair, u, v)
-        parent, step, complete = prim(cost, prefix, root)
-        if not complete:
-            parent = join(parent, root, prefix[:, :, -1])  # at its cheapest step
-            height = tree_heights(parent)
-            if height[root] > self.steps:
-                parent, height = net.wide[root]
-            kids = np.flatnonzero(parent >= 0)
-            edge_cost = np.zeros((self.n, self.steps))
-            edge_cost[kids] = edge_prices(price, net.pair, kids, parent[kids])
-            step = cheapest_steps(parent, height, edge_cost)[1]
-        return parent, step, _rows(parent, step, self.steps, net.pair, use.indptr, use.indices, len(net.caps))
+        return _placement(
+            weight,
+            use.indptr,
+            use.indices,
+            use.data,
+            net.pair,
+            *net.edges,
+            root,
+            *net.wide[root],
+            len(net.caps),
+        )
+
+
+@numba.njit(cache=True)
+def _placement(
+    weight, indptr, indices, data, pair, u, v, root, wide_parent, wide_height, num_links
+):  # pragma: no cover - compiled
+    """(parent, step, rows) of `Placer._place` under link-step weights `weight`, in one compiled
+    call: `_costs`, `prim`, `_restep` where Prim strands ranks, and `_rows`."""
+    price, cost, prefix = _costs(weight, indptr, indices, data, pair, u, v)
+    parent, step, complete = prim(cost, prefix, root)
+    if not complete:
+        parent, step = _restep(parent, root, price, prefix, pair, wide_parent, wide_height)
+    return parent, step, _rows(parent, step, prefix.shape[2], pair, indptr, indices, num_links)
+
+
+@numba.njit(cache=True)
+def _add(flat, rows, inverse, sign):  # pragma: no cover - compiled
+    """flat[rows[i]] += sign·inverse[rows[i]], in order (np.add.at's sums, bit for bit)."""
+    for r in rows:
+        flat[r] += sign * inverse[r]
+
+
+@numba.njit(cache=True)
+def _restep(parent, root, price, prefix, pair, wide_parent, wide_height):  # pragma: no cover - compiled
+    """(parent, step) of a stranded Prim tree: its free ranks `join`ed at their cheapest step
+    (the overlay joins all ranks both ways, `Network.of`, so they all join), or the
+    breadth-first tree from `root` (`wide_*`) where that is taller than R, and every edge's step
+    chosen again by `cheapest_steps` under the (2R × pairs) `price`."""
+    steps = prefix.shape[2]
+    parent = join(parent, root, prefix[:, :, steps - 1])
+    height = tree_heights(parent)
+    if height[root] > steps:
+        parent, height = wide_parent, wide_height
+    cost = np.zeros((len(parent), steps))
+    for c in range(len(parent)):
+        p = parent[c]
+        if p >= 0:
+            for s in range(steps):
+                cost[c, s] = price[s, pair[c, p]] + price[2 * steps - 1 - s, pair[p, c]]
+    return parent, cheapest_steps(parent, height, cost)[1]
 
 
 @numba.njit(cache=True)
