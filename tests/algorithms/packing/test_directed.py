@@ -156,3 +156,28 @@ def test_directed_beats_the_ring_on_an_asymmetric_ring():
     topo = ring(8, back=BW / 4)
     tree = simulate_flow(build("tree-packing", topo, None, SIZE, alpha=ALPHA), alpha=ALPHA, fifo=True)
     assert tree.time_s < 0.9 * simulate_flow(build("ring", topo, None, SIZE), alpha=ALPHA, fifo=True).time_s
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_edmonds_finds_a_minimum_arborescence(seed):
+    """On random complete digraphs, with ties (small integer prices) and without: a spanning
+    out-arborescence from the root, as cheap as networkx's minimum_spanning_arborescence."""
+    from arsched.algorithms.packing.arborescences import _edmonds
+
+    rng = np.random.default_rng(seed)
+    for trial in range(60):
+        n = int(rng.integers(2, 14))
+        root = int(rng.integers(0, n))
+        price = rng.integers(1, 4, (n, n)).astype(float) if trial % 2 else rng.random((n, n))
+        parent = _edmonds(price, root)
+        assert parent[root] == -1 and (np.delete(parent, root) >= 0).all()
+        g = nx.DiGraph((int(parent[v]), v) for v in range(n) if v != root)
+        g.add_nodes_from(range(n))
+        assert nx.is_arborescence(g)
+        full = nx.DiGraph()
+        full.add_weighted_edges_from(
+            (u, v, price[u, v]) for u in range(n) for v in range(n) if u != v and v != root
+        )
+        best = nx.algorithms.tree.branchings.minimum_spanning_arborescence(full)
+        want = sum(price[u, v] for u, v in best.edges())
+        assert sum(price[parent[v], v] for v in range(n) if v != root) == pytest.approx(want, rel=1e-12)

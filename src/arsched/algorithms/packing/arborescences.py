@@ -9,8 +9,8 @@ the ordered rank pairs, and a tree of kind k (0 in, 1 out) at root r is worth ad
 price is below its column's objective gain less the dual of its root's equality row (if the LP
 has one per root). The pricing problem is a minimum-cost arborescence (Edmonds); cheap oracles
 go first: shortest-path arborescences (Dijkstra from or to every root) and depth-limited
-directed Prim trees (`lp.prim_parents`), and Edmonds (networkx) only in rounds where they find
-nothing. `generate` stops when the rate is within `TOLERANCE` of the target (a bound no packing
+directed Prim trees (`lp.prim_parents`), and Edmonds (`_edmonds`, compiled) only in rounds where
+they find nothing. `generate` stops when the rate is within `TOLERANCE` of the target (a bound no packing
 exceeds), when Edmonds finds nothing (the LP is optimal), or after `max_iterations` rounds or
 `time_limit` seconds (feasible, perhaps below the optimum).
 """
@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 
-import networkx as nx
+import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
@@ -178,7 +178,7 @@ def generate(
             if time.monotonic() - start > time_limit:
                 break
             tree = _edmonds(price if kind else price.T, r)
-            if tree is not None and _gain(kind, tree, price, worth) > EPS:
+            if _gain(kind, tree, price, worth) > EPS:
                 added += cols.add(kind, tree)
         if not added:
             break  # the exact oracle found nothing: the LP is optimal
@@ -194,23 +194,91 @@ def _spt(price: np.ndarray, roots: np.ndarray) -> np.ndarray:
     return np.where(pred < 0, -1, pred)
 
 
-def _edmonds(price: np.ndarray, root: int) -> np.ndarray | None:
-    """The minimum-cost out-arborescence from `root` under arc prices (Edmonds, networkx)."""
+@numba.njit(cache=True)
+def _edmonds(price: np.ndarray, root: int) -> np.ndarray:  # pragma: no cover - compiled
+    """The parent array of a minimum-cost out-arborescence from `root` under finite arc prices
+    (`price[u, v]` for u → v, every pair: the routes join all ranks). Chu-Liu/Edmonds on the
+    dense matrix, O(n³): every node takes its cheapest in-arc; a cycle among them is contracted
+    into a new node (an arc into it costs what it saves over the cycle arc it replaces, an arc
+    out of it the cheapest from its members), until none is left; then the contractions are
+    undone, latest first. Ties go to the lowest node index. Compiled: networkx's
+    `minimum_spanning_arborescence` took 140 ms per call on 30 ranks, most of a 20-second
+    AllGather packing on DCell(5,1)."""
     n = len(price)
-    g = nx.DiGraph()
-    g.add_nodes_from(range(n))
-    u, v = np.nonzero(~np.eye(n, dtype=bool))
-    keep = v != root
-    g.add_weighted_edges_from(
-        zip(u[keep].tolist(), v[keep].tolist(), price[u[keep], v[keep]].tolist(), strict=True)
-    )
-    try:
-        tree = nx.algorithms.tree.branchings.minimum_spanning_arborescence(g)
-    except nx.NetworkXException:
-        return None
-    parent = np.full(n, -1)
-    for a, b in tree.edges():
-        parent[b] = a
+    size = 2 * n  # every contraction adds a node and takes away at least two
+    cost = np.full((size, size), np.inf)
+    cost[:n, :n] = price
+    for v in range(n):
+        cost[v, v] = np.inf
+        cost[v, root] = np.inf
+    alive = np.zeros(size, dtype=np.bool_)
+    alive[:n] = True
+    par = np.full(size, -1)
+    enter = np.full((size, size), -1)  # for a contracted node c: the member an arc u → c enters
+    leave = np.full((size, size), -1)  # ... and the member an arc c → v leaves
+    members = np.full((size, size), False)
+    cycle_par = np.full((size, size), -1)  # ... and its members' cycle arcs
+    top = n
+    mark = np.full(size, -1)
+    while True:
+        for v in range(top):  # every live node's cheapest in-arc
+            if not alive[v] or v == root:
+                continue
+            best, at = np.inf, -1
+            for u in range(top):
+                if alive[u] and cost[u, v] < best:
+                    best, at = cost[u, v], u
+            par[v] = at
+        cycle = -1  # a node on a cycle of in-arcs, if any
+        mark[:top] = -1
+        for s in range(top):
+            if not alive[s] or mark[s] >= 0:
+                continue
+            v = s
+            while v != root and mark[v] < 0:
+                mark[v] = s
+                v = par[v]
+            if v != root and mark[v] == s:
+                cycle = v
+                break
+        if cycle < 0:
+            break
+        c = top
+        top += 1
+        v = cycle
+        while True:
+            members[c, v] = True
+            cycle_par[c, v] = par[v]
+            v = par[v]
+            if v == cycle:
+                break
+        for u in range(c):  # arcs into and out of the new node
+            if not alive[u] or members[c, u]:
+                continue
+            for v in range(c):
+                if members[c, v]:
+                    into = cost[u, v] - cost[par[v], v]
+                    if into < cost[u, c]:
+                        cost[u, c], enter[c, u] = into, v
+                    if cost[v, u] < cost[c, u]:
+                        cost[c, u], leave[c, u] = cost[v, u], v
+        for v in range(c):
+            if members[c, v]:
+                alive[v] = False
+        alive[c] = True
+    for c in range(top - 1, n - 1, -1):  # undo the contractions, latest first
+        for y in range(top):
+            if alive[y] and par[y] == c:
+                par[y] = leave[c, y]
+        x = par[c]
+        for v in range(c):
+            if members[c, v]:
+                alive[v] = True
+                par[v] = cycle_par[c, v]
+        par[enter[c, x]] = x
+        alive[c] = False
+    parent = par[:n].copy()
+    parent[root] = -1
     return parent
 
 

@@ -67,7 +67,7 @@ from arsched.collective.kinds import ROOTED
 from arsched.collective.reverse import DUAL, reverse
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.errors import ArschedError, OutOfTime
+from arsched.errors import ArschedError, NotFaster, OutOfTime
 from arsched.limits import check_schedule
 from arsched.sim.flow import simulate_flow
 from arsched.sim.result import check_alpha
@@ -203,7 +203,9 @@ def _fastest(
             continue
         left -= len(s)
         try:
-            t = simulate_flow(s, alpha, deadline=deadline).time_s
+            t = simulate_flow(s, alpha, deadline=deadline, give_up_above=best_time).time_s
+        except NotFaster:  # no faster than the best: a lower bound on its time says so
+            continue
         except OutOfTime:
             cut = True
             break
