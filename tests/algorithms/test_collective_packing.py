@@ -79,6 +79,45 @@ def test_broadcast_reaches_the_max_flow_from_its_root(spec, ports):
         assert f.optimum == pytest.approx(ports * link, rel=TOLERANCE)
 
 
+def test_a_gpu_box_pair_broadcasts_over_trees_three_deep_at_the_full_rate():
+    """Two A100 boxes: the root's box NICs carry the other box's copy, so a tree needs the root,
+    a GPU of its box, that GPU's rail peer and its box: three levels. The two-hub trees reach
+    the max flow at that depth (the one-hub trees and Prim's stop at four)."""
+    topo = parse_spec("hgx:boxes=2")
+    for collective in ("broadcast", "reduce"):
+        f = pack_forest(topo, tuple(topo.servers), collective, 0)
+        assert f.rate >= f.limit * (1 - TOLERANCE)
+        assert f.heights.max() == 3
+
+
+def test_two_hub_trees_hang_every_rank_within_three_levels():
+    """`_chains` on random prices: row i is a tree from the root whose first hub (the i-th
+    other rank) is the root's child, its height is its depth, and it costs what the cheapest
+    second hub's tree costs (brute force over every second hub)."""
+    from arsched.algorithms.packing.forest import _chains
+    from arsched.algorithms.trees import tree_depths
+
+    rng = np.random.default_rng(5)
+    n, root = 7, 2
+    price = rng.random((n, n))
+    np.fill_diagonal(price, 0.0)
+    parents, heights = _chains(price, root)
+    hubs = [v for v in range(n) if v != root]
+    assert len(parents) == len(hubs)
+    for a, tree, height in zip(hubs, parents, heights, strict=True):
+        assert tree[root] == -1 and tree[a] == root and (np.delete(tree, root) >= 0).all()
+        assert tree_depths(tree).max() == height <= 3
+        rest = [v for v in range(n) if v != root]
+        cheapest = min(
+            price[root, a]
+            + price[a, b]
+            + sum(min(price[root, v], price[a, v], price[b, v]) for v in rest if v not in (a, b))
+            for b in rest
+            if b != a
+        )
+        assert sum(price[tree[v], v] for v in rest) == pytest.approx(cheapest)
+
+
 def test_rank_subsets_in_any_order_and_roots():
     topo = parse_spec("bcube:n=3,k=1")
     ranks = [topo.servers[i] for i in (7, 2, 4, 0, 5)]

@@ -19,11 +19,12 @@ whose data moves, with rates a linear program chooses (ForestColl, Zhao et al., 
 Trees are over the ranks, an arc the route between two ranks (spread over equal-cost paths),
 so where only relaying through switches could reach λ or the cut the packing stays below it.
 The column generation is `arborescences.generate`, bounded by `max_iterations` rounds and
-`time_limit` seconds; a second LP gives up `DEPTH_SLACK` of the rate for shallower trees
-(Σ x·h², h a tree's pipeline length), as AllReduce's packing does. Broadcast and Reduce give
-up none (`ROOTED_SLACK`): their second LP finds shallow trees at the full rate (hub trees), and
-on the comparison networks the slack bought no shallower tree but cost its share of the time
-(`benchmarks/bench_collectives.py`: 1.053 → 1.042 on a fat-tree, 1.229 → 1.206 on a ring).
+`time_limit` seconds; a second LP gives up `DEPTH_SLACK` of the rate for shallower trees (Σ
+x·h², h a tree's pipeline length), as AllReduce's packing does. Broadcast and Reduce give up
+none (`ROOTED_SLACK`): their second LP finds shallow trees at the full rate (trees through one
+or two hubs), and on the comparison networks the slack bought no shallower tree but cost its
+share of the time (`benchmarks/bench_collectives.py`: 1.053 → 1.042 on a fat-tree, 1.229 →
+1.206 on a ring).
 """
 
 from __future__ import annotations
@@ -131,12 +132,13 @@ def pack_forest(
 
 
 def _shallower(cols: Columns, links: PairLinks, kind: int, roots: np.ndarray, deadline: float) -> np.ndarray:
-    """The second LP's column values after column generation of its own: hub trees (`_hubs`)
-    and depth-limited Prim trees (height h ≤ each of `DEPTHS`) under its link duals join when
-    their reduced cost h² + price − the rate row's dual is
+    """The second LP's column values after column generation of its own: hub trees (`_hubs`),
+    two-hub trees (`_chains`) and depth-limited Prim trees (height h ≤ each of `DEPTHS`)
+    under its link duals join when their reduced cost h² + price − the rate row's dual is
     negative, for at most `SHALLOW_ROUNDS` rounds or until the `deadline`. The first LP's
-    optimal trees are often deep chains where shallow trees of the same rate exist (a star's
-    Broadcast: the root to one rank, which copies to the rest), and only these prices find them."""
+    optimal trees are often deep chains where shallow trees of the same rate exist (a
+    star's Broadcast: the root to one rank, which copies to the rest), and only these
+    prices find them."""
     lp = cols.lp
     weights, duals = lp.solve()
     for _ in range(SHALLOW_ROUNDS):
@@ -146,7 +148,7 @@ def _shallower(cols: Columns, links: PairLinks, kind: int, roots: np.ndarray, de
         worth = duals[len(links.cap) :]  # the rate row's dual
         p = price if kind else price.T
         added = 0
-        found = [_hubs(p, r) for r in roots.tolist()]
+        found = [f(p, r) for r in roots.tolist() for f in (_hubs, _chains)]
         found += [prim_parents(np.where(links.off, p, np.inf), roots, limit) for limit in DEPTHS]
         for trees, heights in found:
             for tree, h in zip(trees, heights, strict=True):
@@ -172,4 +174,30 @@ def _hubs(price: np.ndarray, root: int) -> tuple[np.ndarray, list[int]]:
     parent[rows, hubs] = root
     parent[:, root] = -1
     heights = np.where((parent == hubs[:, None]).any(axis=1), 2, 1)
+    return parent, heights.tolist()
+
+
+def _chains(price: np.ndarray, root: int) -> tuple[np.ndarray, list[int]]:
+    """The trees of height ≤ 3 from `root` through a chain of two hubs, root → a → b: every
+    other rank below whichever of the root, a and b it is cheapest to attach to under arc prices
+    (zero on the diagonal); for every first hub a, the second hub b of the cheapest such tree
+    (rows: first hubs), with their heights. A GPU box's Broadcast needs them: the root to a GPU
+    of its box, that GPU over its NIC to the same rail's GPU in the other box, which copies to
+    its box (`benchmarks/bench_collectives.py`: two A100 boxes 1.287 → 1.223× the bound)."""
+    n = len(price)
+    hubs = np.delete(np.arange(n), root)
+    if n < 3:
+        return np.zeros((0, n), dtype=np.int64), []
+    parent = np.empty((len(hubs), n), dtype=np.int64)
+    second = np.empty(len(hubs), dtype=np.int64)
+    for i, a in enumerate(hubs.tolist()):
+        near = np.minimum(price[root], price[a])  # below the root or a
+        seconds = np.delete(hubs, i)
+        total = price[a, seconds] + np.minimum(near, price[seconds]).sum(axis=1)
+        b = second[i] = int(seconds[np.argmin(total)])
+        three = np.stack([price[root], price[a], price[b]])
+        parent[i] = np.array([root, a, b])[np.argmin(three, axis=0)]
+        parent[i, a], parent[i, b] = root, a
+    parent[:, root] = -1
+    heights = np.where((parent == second[:, None]).any(axis=1), 3, 2)
     return parent, heights.tolist()
