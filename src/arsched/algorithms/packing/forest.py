@@ -183,7 +183,7 @@ def _chains(price: np.ndarray, root: int) -> tuple[np.ndarray, list[int]]:
     (zero on the diagonal); for every first hub a, the second hub b of the cheapest such tree
     (rows: first hubs), with their heights. A GPU box's Broadcast needs them: the root to a GPU
     of its box, that GPU over its NIC to the same rail's GPU in the other box, which copies to
-    its box (`benchmarks/bench_collectives.py`: two A100 boxes 1.287 → 1.223× the bound)."""
+    its box (`benchmarks/bench_collectives.py`: two A100 boxes 1.287 → 1.215× the bound)."""
     n = len(price)
     hubs = np.delete(np.arange(n), root)
     if n < 3:
