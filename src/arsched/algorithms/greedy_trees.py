@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Sequence
 from fractions import Fraction
 
+import numba
 import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
@@ -66,15 +67,8 @@ def round_order(engine: FlowTreeEngine, prio: np.ndarray) -> np.ndarray:
 
 def first_fit(engine: FlowTreeEngine, flows: np.ndarray) -> list[int]:
     """The flows, in the given order, that share no directed link with an earlier pick."""
-    used = bytearray(engine.topology.compiled.num_links)
-    picked = []
-    for f in flows.tolist():
-        links = engine.link_tuple(f)
-        if not any(used[lk] for lk in links):
-            for lk in links:
-                used[lk] = 1
-            picked.append(f)
-    return picked
+    num_links = engine.topology.compiled.num_links
+    return _first_fit(engine.link_matrix, np.asarray(flows, dtype=np.int64), num_links).tolist()
 
 
 def fill_round(engine: FlowTreeEngine, flows: np.ndarray) -> list[int]:
@@ -89,40 +83,98 @@ def widen(engine: FlowTreeEngine, flows: np.ndarray, picked: list[int]) -> list[
     with it alone. First fit gives a maximal set; the swaps make it larger (on BCube a round can
     carry a flow on every port, and first fit leaves some idle)."""
     num_links = engine.topology.compiled.num_links
-    owner = np.full(num_links + 1, -1, dtype=np.int64)  # the last entry: the padding of link_matrix
+    flows = np.asarray(flows, dtype=np.int64)
+    return _widen(
+        engine.link_matrix, flows, np.asarray(picked, dtype=np.int64), engine.num_flows, num_links
+    ).tolist()
+
+
+@numba.njit(cache=True)
+def _first_fit(link_matrix, flows, num_links):  # pragma: no cover - compiled
+    """`first_fit` on the padded (flows × width) link matrix (padding: `num_links`).
+    Compiled, as `_widen`: greedy-trees runs them every round, most of its time in Python."""
+    used = np.zeros(num_links + 1, dtype=np.bool_)
+    out = np.empty(len(flows), dtype=np.int64)
+    k = 0
+    for f in flows:
+        free = True
+        for lk in link_matrix[f]:
+            if lk < num_links and used[lk]:
+                free = False
+                break
+        if free:
+            for lk in link_matrix[f]:
+                if lk < num_links:
+                    used[lk] = True
+            out[k] = f
+            k += 1
+    return out[:k]
+
+
+@numba.njit(cache=True)
+def _widen(link_matrix, flows, picked, num_flows, num_links):  # pragma: no cover - compiled
+    """`widen` on the padded link matrix: each pass finds the unpicked flows blocked by exactly
+    one picked flow p, then, p by p in index order, adds those of them (in the flows' order)
+    that fit beside each other and the other picks in place of p where two or more do."""
+    owner = np.full(num_links + 1, -1, dtype=np.int64)  # the last entry: the padding
     for f in picked:
-        owner[engine.links_of(f)] = f
-    chosen = np.zeros(engine.num_flows, dtype=bool)
+        for lk in link_matrix[f]:
+            if lk < num_links:
+                owner[lk] = f
+    chosen = np.zeros(num_flows, dtype=np.bool_)
     chosen[picked] = True
+    mark = np.zeros(num_links + 1, dtype=np.int64)  # == stamp: taken by the adds in place of p
+    stamp = 0
+    add = np.empty(len(flows), dtype=np.int64)
     changed = True
     while changed:
         changed = False
         rest = flows[~chosen[flows]]
-        owners = np.sort(owner[engine.link_matrix[rest]], axis=1)
-        distinct = (owners[:, 1:] != owners[:, :-1]) & (owners[:, 1:] >= 0)
-        lone = (distinct.sum(1) + (owners[:, 0] >= 0)) == 1  # exactly one picked flow in the way
-        if not lone.any():
+        blocker = np.full(len(rest), -1, dtype=np.int64)
+        for i in range(len(rest)):
+            b = -1
+            for lk in link_matrix[rest[i]]:
+                o = owner[lk]
+                if o >= 0 and b < 0:
+                    b = o
+                elif o >= 0 and o != b:
+                    b = -2
+                    break
+            blocker[i] = max(b, -1)
+        if not (blocker >= 0).any():
             break
-        blocker = owners[lone].max(1)
-        for p in np.unique(blocker).tolist():
-            members = rest[lone][blocker == p]
-            if len(members) < 2 or not chosen[p]:
+        for p in np.unique(blocker[blocker >= 0]):
+            if (blocker == p).sum() < 2 or not chosen[p]:
                 continue
-            used: set[int] = set()
-            add = []
-            for u in members.tolist():
-                links = engine.link_tuple(u)
-                if used.isdisjoint(links) and all(owner[lk] in (-1, p) for lk in links):
-                    used.update(links)
-                    add.append(u)
-            if len(add) >= 2:
-                owner[engine.links_of(p)] = -1
+            stamp += 1
+            k = 0
+            for i in range(len(rest)):
+                if blocker[i] != p:
+                    continue
+                u = rest[i]
+                fits = True
+                for lk in link_matrix[u]:
+                    if lk < num_links and (mark[lk] == stamp or (owner[lk] != -1 and owner[lk] != p)):
+                        fits = False
+                        break
+                if fits:
+                    for lk in link_matrix[u]:
+                        if lk < num_links:
+                            mark[lk] = stamp
+                    add[k] = u
+                    k += 1
+            if k >= 2:
+                for lk in link_matrix[p]:
+                    if lk < num_links:
+                        owner[lk] = -1
                 chosen[p] = False
-                for u in add:
-                    owner[engine.links_of(u)] = u
-                chosen[add] = True
+                for j in range(k):
+                    for lk in link_matrix[add[j]]:
+                        if lk < num_links:
+                            owner[lk] = add[j]
+                    chosen[add[j]] = True
                 changed = True
-    return flows[chosen[flows]].tolist()
+    return flows[chosen[flows]]
 
 
 def run_greedy(engine: FlowTreeEngine) -> None:
