@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from arsched.algorithms.routes import all_pairs, route
@@ -136,30 +137,57 @@ def _grown_trees(
 def _balanced_trees(
     num_chunks: int, hops: np.ndarray, cap: np.ndarray, both: np.ndarray, shallow: bool
 ) -> list[FlowTree]:
-    n = len(hops)
-
     def grow(root: int, load: np.ndarray) -> np.ndarray:
-        parent = np.full(n, -1)
-        inside = np.zeros(n, dtype=bool)
-        inside[root] = True
-        room = cap.astype(np.int64).copy()
-        depth = np.zeros(n)  # hops below the root
-        for _ in range(n - 1):
-            vs, us = np.nonzero(~inside[:, None] & (inside & (room > 0))[None, :])
-            pl = load[both[vs, us]]
-            d = depth[us] + hops[vs, us]
-            keys = (us, vs, pl.sum(1), pl.max(1) + d) if shallow else (us, vs, pl.sum(1), d, pl.max(1))
-            pick = np.lexsort(keys)[0]
-            v, u = int(vs[pick]), int(us[pick])
-            parent[v] = u
-            depth[v] = d[pick]
-            inside[v] = True
-            room[u] -= 1
-            load[both[v, u]] += 1
-            load[-1] = 0
-        return parent
+        return _grow(root, load, hops, room, both, shallow)
 
-    return _grown_trees(num_chunks, n, both, grow)
+    room = cap.astype(np.int64)
+    return _grown_trees(num_chunks, len(hops), both, grow)
+
+
+@numba.njit(cache=True)
+def _grow(root, load, hops, room, both, shallow):  # pragma: no cover - compiled
+    """A "balanced" (or "shallow") tree from `root`, one edge at a time (see `build_trees`):
+    among the pairs of a rank v outside and a member u with `room` for a child, the least
+    (busiest link's load, hops below the root, load summed over the paths), or for "shallow"
+    (busiest load + hops below the root, load summed), then the least v, then u; the edge's
+    paths' links are loaded by one (`load`'s last entry pads `both` and stays 0). Compiled: it
+    weighs every pair for every rank added, for every chunk (the loads are whole numbers, so
+    the keys are exact and any summing order gives the same tree)."""
+    n = len(hops)
+    parent = np.full(n, -1, dtype=np.int64)
+    inside = np.zeros(n, dtype=np.bool_)
+    inside[root] = True
+    room = room.copy()
+    depth = np.zeros(n)  # hops below the root
+    pad = len(load) - 1
+    for _ in range(n - 1):
+        best = np.full(3, np.inf)
+        bv, bu = -1, -1
+        for v in range(n):
+            if inside[v]:
+                continue
+            for u in range(n):
+                if not inside[u] or room[u] <= 0:
+                    continue
+                total, top = 0.0, 0.0
+                for lk in both[v, u]:
+                    total += load[lk]
+                    top = max(top, load[lk])
+                d = depth[u] + hops[v, u]
+                key = (top + d, total, 0.0) if shallow else (top, d, total)
+                if key[0] < best[0] or (
+                    key[0] == best[0] and (key[1] < best[1] or (key[1] == best[1] and key[2] < best[2]))
+                ):
+                    best[0], best[1], best[2] = key
+                    bv, bu = v, u
+        parent[bv] = bu
+        depth[bv] = depth[bu] + hops[bv, bu]
+        inside[bv] = True
+        room[bu] -= 1
+        for lk in both[bv, bu]:
+            if lk != pad:
+                load[lk] += 1
+    return parent
 
 
 def _spt_trees(num_chunks: int, hops: np.ndarray, both: np.ndarray) -> list[FlowTree]:
