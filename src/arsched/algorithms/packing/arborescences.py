@@ -10,9 +10,9 @@ price is below its column's objective gain less the dual of its root's equality 
 has one per root). The pricing problem is a minimum-cost arborescence (Edmonds); cheap oracles
 go first: shortest-path arborescences (Dijkstra from or to every root) and depth-limited
 directed Prim trees (`lp.prim_parents`), and Edmonds (`_edmonds`, compiled) only in rounds where
-they find nothing. `generate` stops when the rate is within `TOLERANCE` of the target (a bound no packing
-exceeds), when Edmonds finds nothing (the LP is optimal), or after `max_iterations` rounds or
-`time_limit` seconds (feasible, perhaps below the optimum).
+they find nothing. `generate` stops when the rate is within `TOLERANCE` of the target (a bound
+no packing exceeds), when Edmonds finds nothing (the LP is optimal), or after `max_iterations`
+rounds or `time_limit` seconds (feasible, perhaps below the optimum).
 """
 
 from __future__ import annotations
