@@ -73,6 +73,14 @@ def test_fill_round_is_conflict_free_and_at_least_first_fit():
         picked = fill_round(e, cands)
         assert e.conflict_free(picked) and set(picked) <= set(cands.tolist())
         assert all(not e.conflict_free([*picked, f]) for f in set(cands.tolist()) - set(picked))  # maximal
+        for p in picked:  # no (1,2)-swap is left: the flows blocked by p alone, taken in order
+            others = [q for q in picked if q != p]
+            lone = [f for f in cands.tolist() if f not in picked and e.conflict_free([*others, f])]
+            fits: list[int] = []
+            for f in lone:
+                if e.conflict_free([*others, *fits, f]):
+                    fits.append(f)
+            assert len(fits) < 2
         grew += len(picked) - len(first_fit(e, cands))
         assert len(picked) >= len(first_fit(e, cands))
         e.execute(picked)
