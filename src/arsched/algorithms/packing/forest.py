@@ -43,6 +43,7 @@ from arsched.topology.core import Topology
 
 SHALLOW_ROUNDS = 30  # rounds of column generation for the second LP
 ROOTED_SLACK = 1e-9  # Broadcast's and Reduce's slack: only the LP's round-off
+ROOTED_DEPTHS = (*DEPTHS, 5, 6)  # their shallow LP's Prim height limits: 5, 6 take rate off deeper trees
 KIND = {"allgather": 1, "broadcast": 1, "reduce_scatter": 0, "reduce": 0}  # 1 out-trees, 0 in-trees
 
 
@@ -133,7 +134,7 @@ def pack_forest(
 
 def _shallower(cols: Columns, links: PairLinks, kind: int, roots: np.ndarray, deadline: float) -> np.ndarray:
     """The second LP's column values after column generation of its own: hub trees (`_hubs`),
-    two-hub trees (`_chains`) and depth-limited Prim trees (height h ≤ each of `DEPTHS`)
+    two-hub trees (`_chains`) and depth-limited Prim trees (height h ≤ each of `ROOTED_DEPTHS`)
     under its link duals join when their reduced cost h² + price − the rate row's dual is
     negative, for at most `SHALLOW_ROUNDS` rounds or until the `deadline`. The first LP's
     optimal trees are often deep chains where shallow trees of the same rate exist (a
@@ -149,7 +150,7 @@ def _shallower(cols: Columns, links: PairLinks, kind: int, roots: np.ndarray, de
         p = price if kind else price.T
         added = 0
         found = [f(p, r) for r in roots.tolist() for f in (_hubs, _chains)]
-        found += [prim_parents(np.where(links.off, p, np.inf), roots, limit) for limit in DEPTHS]
+        found += [prim_parents(np.where(links.off, p, np.inf), roots, limit) for limit in ROOTED_DEPTHS]
         for trees, heights in found:
             for tree, h in zip(trees, heights, strict=True):
                 kids = np.flatnonzero(tree >= 0)
