@@ -93,22 +93,33 @@ def widen(engine: FlowTreeEngine, flows: np.ndarray, picked: list[int]) -> list[
 def _first_fit(link_matrix, flows, num_links):  # pragma: no cover - compiled
     """`first_fit` on the padded (flows × width) link matrix (padding: `num_links`).
     Compiled, as `_widen`: greedy-trees runs them every round, most of its time in Python."""
-    used = np.zeros(num_links + 1, dtype=np.bool_)
+    owner = np.full(num_links + 1, -1, dtype=np.int64)
+    unmarked = np.zeros(num_links + 1, dtype=np.int64)
     out = np.empty(len(flows), dtype=np.int64)
     k = 0
     for f in flows:
-        free = True
-        for lk in link_matrix[f]:
-            if lk < num_links and used[lk]:
-                free = False
-                break
-        if free:
-            for lk in link_matrix[f]:
-                if lk < num_links:
-                    used[lk] = True
+        if _fits(link_matrix[f], num_links, unmarked, -1, owner, -1):
+            _set(link_matrix[f], num_links, owner, f)
             out[k] = f
             k += 1
     return out[:k]
+
+
+@numba.njit(cache=True)
+def _fits(links, num_links, mark, stamp, owner, p):  # pragma: no cover - compiled
+    """Whether no link of a padded row is marked `stamp` or owned by a flow other than p."""
+    for lk in links:
+        if lk < num_links and (mark[lk] == stamp or (owner[lk] != -1 and owner[lk] != p)):
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _set(links, num_links, array, value):  # pragma: no cover - compiled
+    """array[lk] = value for every link of a padded row of the link matrix."""
+    for lk in links:
+        if lk < num_links:
+            array[lk] = value
 
 
 @numba.njit(cache=True)
@@ -118,9 +129,7 @@ def _widen(link_matrix, flows, picked, num_flows, num_links):  # pragma: no cove
     that fit beside each other and the other picks in place of p where two or more do."""
     owner = np.full(num_links + 1, -1, dtype=np.int64)  # the last entry: the padding
     for f in picked:
-        for lk in link_matrix[f]:
-            if lk < num_links:
-                owner[lk] = f
+        _set(link_matrix[f], num_links, owner, f)
     chosen = np.zeros(num_flows, dtype=np.bool_)
     chosen[picked] = True
     mark = np.zeros(num_links + 1, dtype=np.int64)  # == stamp: taken by the adds in place of p
@@ -152,26 +161,15 @@ def _widen(link_matrix, flows, picked, num_flows, num_links):  # pragma: no cove
                 if blocker[i] != p:
                     continue
                 u = rest[i]
-                fits = True
-                for lk in link_matrix[u]:
-                    if lk < num_links and (mark[lk] == stamp or (owner[lk] != -1 and owner[lk] != p)):
-                        fits = False
-                        break
-                if fits:
-                    for lk in link_matrix[u]:
-                        if lk < num_links:
-                            mark[lk] = stamp
+                if _fits(link_matrix[u], num_links, mark, stamp, owner, p):
+                    _set(link_matrix[u], num_links, mark, stamp)
                     add[k] = u
                     k += 1
             if k >= 2:
-                for lk in link_matrix[p]:
-                    if lk < num_links:
-                        owner[lk] = -1
+                _set(link_matrix[p], num_links, owner, -1)
                 chosen[p] = False
                 for j in range(k):
-                    for lk in link_matrix[add[j]]:
-                        if lk < num_links:
-                            owner[lk] = add[j]
+                    _set(link_matrix[add[j]], num_links, owner, add[j])
                     chosen[add[j]] = True
                 changed = True
     return flows[chosen[flows]]
