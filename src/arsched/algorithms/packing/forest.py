@@ -19,12 +19,12 @@ whose data moves, with rates a linear program chooses (ForestColl, Zhao et al., 
 Trees are over the ranks, an arc the route between two ranks (spread over equal-cost paths),
 so where only relaying through switches could reach λ or the cut the packing stays below it.
 The column generation is `arborescences.generate`, bounded by `max_iterations` rounds and
-`time_limit` seconds; a second LP gives up `DEPTH_SLACK` of the rate for shallower trees (Σ
-x·h², h a tree's pipeline length), as AllReduce's packing does. Broadcast and Reduce give up
-none (`ROOTED_SLACK`): their second LP finds shallow trees at the full rate (trees through one
-or two hubs), and on the comparison networks the slack bought no shallower tree but cost its
-share of the time (`benchmarks/bench_collectives.py`: 1.053 → 1.042 on a fat-tree, 1.229 →
-1.206 on a ring).
+`time_limit` seconds; a second LP gives up `DEPTH_SLACK` of the rate for shallower trees
+(Σ x·h², h a tree's pipeline length), as AllReduce's packing does. Broadcast and Reduce give
+up none (`ROOTED_SLACK`): their second LP finds shallow trees at the full rate (trees through
+one or two hubs), and on the comparison networks the slack bought no shallower tree but cost
+its share of the time (`benchmarks/bench_collectives.py`: 1.053 → 1.042 on a fat-tree,
+1.229 → 1.206 on a ring).
 """
 
 from __future__ import annotations
