@@ -88,6 +88,8 @@ def test_a_gpu_box_pair_broadcasts_over_trees_three_deep_at_the_full_rate():
         f = pack_forest(topo, tuple(topo.servers), collective, 0)
         assert f.rate >= f.limit * (1 - TOLERANCE)
         assert f.heights.max() == 3
+        s = build("tree-packing", topo, None, 16e6, collective, topo.servers[0])
+        assert validate(s).ok and numeric_check(s, seed=2).ok
 
 
 def test_two_hub_trees_hang_every_rank_within_three_levels():

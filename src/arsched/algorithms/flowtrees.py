@@ -137,10 +137,11 @@ def _grown_trees(
 def _balanced_trees(
     num_chunks: int, hops: np.ndarray, cap: np.ndarray, both: np.ndarray, shallow: bool
 ) -> list[FlowTree]:
+    room = cap.astype(np.int64)
+
     def grow(root: int, load: np.ndarray) -> np.ndarray:
         return _grow(root, load, hops, room, both, shallow)
 
-    room = cap.astype(np.int64)
     return _grown_trees(num_chunks, len(hops), both, grow)
 
 
