@@ -44,6 +44,7 @@ NETWORKS = [
     "ring:n=8,bandwidth=400Gbps,reverse=100Gbps",
     "leafspine:leaves=4,spines=2,servers_per_leaf=4,bandwidth=100Gbps/400Gbps",
     "hgx:boxes=2",
+    "hgx:boxes=4,gen=h100",
 ]
 QUICK = NETWORKS[:3]
 SIZES = (256e6, 16e6)
@@ -120,10 +121,13 @@ def main(quick: bool, collectives: list[str] | None, networks: list[str] | None)
         "overhead: where it is within the target and the row is not, the miss is α. A pipelined tree of "
         "depth d moves a chunk d − 1 times before the last rank has it and pays α per chunk on each "
         "connection, so with c chunks per tree and a bandwidth term T it takes about "
-        "T + (d − 1)·T/c + c·α, at best (√T + √((d − 1)·α))²: 1.11× on the 4×4 torus (T = 5.12 ms; "
-        "depth at least 4, its diameter) and 1.19× on the two HGX boxes (T = 1.28 ms; depth at least "
-        "3 at the bound's rate: NVSwitch, rail, NVSwitch), for any trees of those depths. Broadcast and "
-        "Reduce meet 1.05× only where shallow (hub) trees reach the bound: switched networks. Every "
+        "T + (d − 1)·T/c + c·α where every hop runs at the tree's rate, at best "
+        "(√T + √((d − 1)·α))²: 1.11× on the 4×4 torus (T = 5.12 ms; depth at least 4, its diameter) "
+        "for any trees of that depth. Hops faster than the tree's rate cost less of the fill: on GPU "
+        "boxes, whose NICs must each carry every byte once, rail trees (`packing.rails`) reach every "
+        "GPU in three hops on two boxes and four on more (NVSwitch, one or two rail hops, NVSwitch), "
+        "the NVSwitch hops at several times the NICs' rate. Broadcast and Reduce meet 1.05× only where "
+        "shallow (hub) trees reach the bound: switched networks. Every "
         "algorithm gets its own defaults; tree packing's Broadcast and Reduce build and simulate both "
         "their own trees and the time reversal of the other one's schedule (where every link has an "
         "equal reverse) and keep the faster, which its 'wall' includes. "

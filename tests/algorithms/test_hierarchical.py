@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import NotApplicable, build
-from arsched.algorithms.hierarchical import Plan, candidate_groups, estimate, ramp
+from arsched.algorithms.groups import candidate_groups
+from arsched.algorithms.hierarchical import Plan, estimate, ramp
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
 from arsched.sim import simulate_flow

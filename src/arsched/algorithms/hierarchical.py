@@ -62,11 +62,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
-from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.dimension_ordered import phase
+from arsched.algorithms.groups import align, candidate_groups, usable
 from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import route
@@ -91,44 +90,6 @@ Ints = np.ndarray | int
 
 
 # ---- groups -------------------------------------------------------------------------------------
-def _components(num_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """The connected-component label of every node over the undirected edges src–dst."""
-    graph = sp.csr_array((np.ones(len(src)), (src, dst)), shape=(num_nodes, num_nodes))
-    return connected_components(graph, directed=True, connection="weak")[1]
-
-
-def _partition(labels: np.ndarray) -> tuple[tuple[int, ...], ...]:
-    """Rank indices grouped by label, groups ordered by their first rank."""
-    groups: dict[int, list[int]] = {}
-    for i, x in enumerate(labels.tolist()):
-        groups.setdefault(x, []).append(i)
-    return tuple(tuple(g) for g in groups.values())
-
-
-def _usable(groups: tuple[tuple[int, ...], ...]) -> bool:
-    return len(groups) > 1 and len(groups[0]) > 1 and len({len(g) for g in groups}) == 1
-
-
-def candidate_groups(topology: Topology, ranks: Sequence[str]) -> list[tuple[tuple[int, ...], ...]]:
-    """The usable groupings of the ranks (rank indices; ≥ 2 groups of equal size ≥ 2) that the
-    topology suggests: for every link bandwidth b, the ranks joined by links of bandwidth ≥ b
-    (boxes on their fast fabric), and the ranks joined through switches they attach to directly
-    (servers of one leaf)."""
-    c = topology.compiled
-    nodes = np.array([c.index[r] for r in ranks])
-    out: list[tuple[tuple[int, ...], ...]] = []
-    for b in np.unique(c.capacity)[::-1].tolist():
-        fast = c.capacity >= b
-        groups = _partition(_components(c.num_nodes, c.link_src[fast], c.link_dst[fast])[nodes])
-        if _usable(groups) and groups not in out:
-            out.append(groups)
-    to_switch = c.is_server[c.link_src] & ~c.is_server[c.link_dst]
-    groups = _partition(_components(c.num_nodes, c.link_src[to_switch], c.link_dst[to_switch])[nodes])
-    if _usable(groups) and groups not in out:
-        out.append(groups)
-    return out
-
-
 def usable_groupings(
     topology: Topology, ranks: tuple[str, ...], groups: Sequence[Sequence[str]] | None
 ) -> list[tuple[tuple[int, ...], ...]]:
@@ -143,7 +104,7 @@ def usable_groupings(
             )
         return found
     given = _given_groups(groups, ranks)
-    if not _usable(given):
+    if not usable(given):
         raise NotApplicable(f"{NAME} needs two or more equal groups of two or more ranks, got {groups!r}")
     return [given]
 
@@ -157,29 +118,6 @@ def _given_groups(groups: object, ranks: tuple[str, ...]) -> tuple[tuple[int, ..
     if sorted(map(str, names)) != sorted(ranks) or len(names) != len(ranks):
         raise ArschedError(f"{NAME}: groups must hold every rank exactly once, got {groups!r}")
     return tuple(tuple(index[r] for r in g) for g in groups)
-
-
-def align(
-    topology: Topology, ranks: tuple[str, ...], groups: tuple[tuple[int, ...], ...], ring: bool
-) -> np.ndarray:
-    """The (G × g) grid of rank indices: group 0 in ring order (`ring`) or as given, and in every
-    other group local index j goes to the member fewest hops from group 0's rank j (ties: the
-    lower index), so that the ranks of one local index share short routes (a rail)."""
-    first = list(groups[0])
-    if ring:
-        cycle = ring_order(topology, tuple(ranks[i] for i in first))
-        first = [ranks.index(r) for r in cycle]
-    hops = topology.router.hop_matrix(ranks)
-    grid = [first]
-    for g in groups[1:]:
-        free = list(g)
-        row = []
-        for j in first:
-            pick = min(free, key=lambda x: (hops[j, x], x))
-            free.remove(pick)
-            row.append(pick)
-        grid.append(row)
-    return np.array(grid, dtype=np.int64)
 
 
 # ---- the schedule ---------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ the ReduceScatter is its mirror image in time. Registered as `hierarchical`'s Al
 ReduceScatter.
 
 The ranks form G groups ("boxes") of g, found or given as for the hierarchical AllReduce
-(`hierarchical.usable_groupings`, `hierarchical.align`: rank j of every box on rail j). Rank r's
+(`hierarchical.usable_groupings`, `groups.align`: rank j of every box on rail j). Rank r's
 shard is cut into P pieces of whole chunks. In step 0 r copies its whole shard to its g − 1 box
 peers; in step q it copies piece q to its G − 1 rail peers (rail switches connect them
 directly); in step q + 1 it copies each piece q that came over its rail to its box peers. So the
@@ -35,7 +35,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks
-from arsched.algorithms.hierarchical import NAME, align, usable_groupings
+from arsched.algorithms.groups import align
+from arsched.algorithms.hierarchical import NAME, usable_groupings
 from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha

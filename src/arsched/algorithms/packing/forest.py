@@ -36,6 +36,7 @@ import numpy as np
 
 from arsched.algorithms.packing.arborescences import EPS, TIME_LIMIT, Columns, PairLinks, generate
 from arsched.algorithms.packing.lp import DEPTH_SLACK, DEPTHS, MAX_ITERATIONS, TreeLP, prim_parents
+from arsched.algorithms.packing.rails import rail_trees
 from arsched.algorithms.trees import tree_depths, tree_heights
 from arsched.collective.kinds import ROOTED
 from arsched.collective_bounds import bandwidth_bound
@@ -95,6 +96,8 @@ def pack_forest(
         lp = TreeLP(links.cap)
         cols = Columns(lp, links, gain=(1.0, 1.0))
         roots = np.array([root])
+        for tree in rail_trees(topology, ranks, root):
+            cols.add(kind, tree)
     else:
         lp = TreeLP(links.cap, equalities=n)
         lp.add(np.zeros(len(links.cap)), 1.0, np.arange(n), -1.0)  # z, every root's rate
