@@ -91,6 +91,8 @@ def main(quick: bool, collectives: list[str] | None, networks: list[str] | None)
     if partial and not quick:
         fresh = {(r[0], r[1]): r for r in rows}
         rows = [fresh.pop((r[0], r[1]), r) for r in previous_rows(SECTION)] + list(fresh.values())
+        order = [TITLES[c] for c in COLLECTIVES]  # a new network's rows join their collective's
+        rows.sort(key=lambda r: order.index(r[0]))
     met = sum(r[4] == "yes" for r in rows)
     table = markdown(
         [
