@@ -14,9 +14,10 @@ from arsched.algorithms.flowtrees import SHAPES
 from arsched.algorithms.greedy_trees import first_fit, widen
 from arsched.collective import numeric_check, validate
 from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, Episode, RoundGraph
+from arsched.rl.forward import sample_order
 from arsched.rl.instance import Instance
-from arsched.rl.nets import FlowScorer, round_log_prob, sample_order
-from arsched.rl.rollout import MODES, Policy, Timer, run
+from arsched.rl.nets import FlowScorer, Policy, round_log_prob
+from arsched.rl.rollout import MODES, Timer, run
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
 from arsched.topology import parse_spec
 

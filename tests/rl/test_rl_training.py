@@ -6,6 +6,9 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import subprocess
+import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -15,8 +18,10 @@ from arsched.algorithms import build
 from arsched.collective import validate
 from arsched.errors import ArschedError
 from arsched.rl import checkpoint
+from arsched.rl.forward import shapes
 from arsched.rl.instance import Instance
-from arsched.rl.rollout import Policy, Timer, run
+from arsched.rl.nets import Policy
+from arsched.rl.rollout import Timer, run
 from arsched.rl.search import restarts
 from arsched.rl.training import Decisions, TrainConfig, advantages, distill, imitate, replays, train, update
 from arsched.sim import DEFAULT_ALPHA
@@ -58,7 +63,7 @@ def test_training_writes_a_complete_checkpoint_and_log(trained):
 def test_the_same_seed_gives_the_same_weights(trained, tmp_path):
     out, _ = trained
     train(_config(tmp_path))
-    for name in ("upper.pt", "lower.pt"):
+    for name in ("upper.npz", "lower.npz"):
         assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
 
 
@@ -145,29 +150,80 @@ def test_restarts_keep_the_best_and_count_every_simulation():
     assert curve[0] == first.gap and timer.calls == 9
 
 
-def test_checkpoints_load_weights_only_and_refuse_bad_files(tmp_path, trained):
+def test_checkpoints_load_plain_arrays_and_refuse_bad_files(tmp_path, trained):
     src = trained[0]
-    for name in ("lower.pt", "upper.pt"):
-        state = torch.load(src / name, weights_only=True)
-        assert all(isinstance(v, torch.Tensor) for v in state.values())
+    for name in ("lower.npz", "upper.npz"):
+        with np.load(src / name, allow_pickle=False) as archive:
+            assert all(archive[k].dtype == np.float32 for k in archive.files)
         (tmp_path / name).write_bytes((src / name).read_bytes())
     meta = json.loads((src / "meta.json").read_text())
     for bad, message in (
         ({"feature_version": 99}, "feature version 99"),
-        ({"format": "arsched.hrl/1"}, "expected 'arsched.hrl/2'"),
+        ({"format": "arsched.hrl/2"}, "expected 'arsched.hrl/3'"),
         ({"hidden": 10**9}, "hidden must be a whole number from 1 to"),
         ({"layers": "two"}, "layers must be a whole number"),
         ({"hidden": 32}, "does not fit the network"),
+        ({"layers": 2}, "does not fit the network"),
     ):
         (tmp_path / "meta.json").write_text(json.dumps({**meta, **bad}))
         with pytest.raises(ArschedError, match=message):
             checkpoint.load_policy(tmp_path)
     (tmp_path / "meta.json").write_text(json.dumps(meta))
-    (tmp_path / "upper.pt").write_bytes(b"not a checkpoint")
+    good = (tmp_path / "upper.npz").read_bytes()
+    (tmp_path / "upper.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(ArschedError, match="cannot read"):
+        checkpoint.load_policy(tmp_path)
+    (tmp_path / "upper.npz").write_bytes(good + bytes(10**6))  # far more than the network holds
+    with pytest.raises(ArschedError, match="does not fit the network"):
+        checkpoint.load_policy(tmp_path)
+    with zipfile.ZipFile(tmp_path / "upper.npz", "w", zipfile.ZIP_DEFLATED) as z:  # a zip bomb
+        z.writestr("options.0.weight.npy", bytes(10**8))
+    with pytest.raises(ArschedError, match="does not fit the network"):
+        checkpoint.load_policy(tmp_path)
+    np.savez(tmp_path / "upper.npz", **{k: v.astype(np.float64) for k, v in trained_arrays(src).items()})
+    with pytest.raises(ArschedError, match="does not fit the network"):
         checkpoint.load_policy(tmp_path)
     with pytest.raises(ArschedError, match=r"no meta\.json"):
         checkpoint.load_policy(tmp_path / "nothing")
+
+
+def trained_arrays(folder):
+    with np.load(folder / "upper.npz", allow_pickle=False) as archive:
+        return {k: archive[k] for k in archive.files}
+
+
+def test_the_numpy_forward_pass_is_the_torch_networks():
+    """`forward` runs what `nets` computes: the same array names and shapes, and the same
+    scores on the option rows and the round graphs of a real episode."""
+    torch.manual_seed(3)
+    policy = Policy.create(hidden=24, layers=2, temperature=0.7)
+    frozen = policy.frozen()
+    expected = shapes(24, 2)
+    for level in ("upper", "lower"):
+        assert {k: tuple(v.shape) for k, v in getattr(policy, level).state_dict().items()} == expected[level]
+    inst = Instance(parse_spec("dcell:n=3,k=1"), None, 16e6)
+    traj = run(inst, policy, None, "sample", np.random.default_rng(0))
+    with torch.no_grad():
+        for kind, rows, _ in traj.choices:
+            mine = frozen.option_logits(rows, kind)
+            theirs = policy.option_logits(torch.as_tensor(rows), kind).numpy()
+            np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
+        for g, _ in traj.rounds[:5]:
+            theirs = policy.round_scores(g).numpy()
+            np.testing.assert_allclose(frozen.round_scores(g), theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_hrl_runs_without_torch():
+    """Inference imports no torch: a process where torch cannot be imported builds `hrl`."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from arsched.algorithms import build\n"
+        "from arsched.collective import validate\n"
+        "from arsched.topology import parse_spec\n"
+        "s = build('hrl', parse_spec('bcube:n=3,k=1'), None, 1e6)\n"
+        "assert validate(s).ok and 'torch' not in [m.split('.')[0] for m in sys.modules if sys.modules[m]]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
 def test_the_shipped_checkpoint_loads_and_records_its_command():

@@ -7,7 +7,8 @@ networks (an MLP over option rows, message passing over a round's flow–link gr
 exact log-probability of a round; `rollout` runs episodes (policy, sampled, greedy teacher,
 random) and times them in the flow model; `training` the warm start and group-relative PPO;
 `search` the equal-compute search baselines; `checkpoint` saves and loads weights with
-metadata; `config` the training's settings (no torch, for the CLI); `hrl` the registered
-algorithm; `env` the same decisions as a gymnasium environment, for other agents (gymnasium,
-no torch). Everything but `config`, `episode`, `instance` and `env` imports torch.
+metadata; `forward` runs the networks' weights in numpy, as every episode does; `config` the
+training's settings (for the CLI); `hrl` the registered algorithm; `env` the same decisions as
+a gymnasium environment, for other agents (gymnasium). Only `nets` and `training` import
+torch: `hrl` runs without it.
 """

@@ -1,10 +1,13 @@
-"""Checkpoints of the learned scheduler: a folder with one weights file per level (`upper.pt`,
-`lower.pt`) and `meta.json` (format, feature version, network sizes, training networks and
+"""Checkpoints of the learned scheduler: a folder with one weights file per level (`upper.npz`,
+`lower.npz`) and `meta.json` (format, feature version, network sizes, training networks and
 settings, the command that made it, arsched version).
 
 Every file is written atomically and `meta.json` last, so a folder whose `meta.json` exists is
-complete. Weights are plain tensor dicts read with `torch.load(weights_only=True)`: loading a
-checkpoint never runs pickled code.
+complete. Weights are numpy archives of plain float32 arrays, named as the torch modules name
+them, written with a fixed timestamp (the same weights give the same bytes) and read without
+pickles and without torch (`forward.Frozen` runs them); a file larger than a network of the
+largest allowed size, or whose arrays do not have the shapes `meta.json`'s sizes give, is
+refused before anything is allocated for it.
 """
 
 from __future__ import annotations
@@ -12,19 +15,23 @@ from __future__ import annotations
 import io
 import json
 import reprlib
+import zipfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+import numpy as np
 
 from arsched.errors import ArschedError
 from arsched.fileio import parse_json, read_text, write_atomic
 from arsched.rl import episode as ep
 from arsched.rl.config import MAX_HIDDEN, MAX_LAYERS
-from arsched.rl.rollout import Policy
+from arsched.rl.forward import Frozen, Weights, shapes
 
-FORMAT = "arsched.hrl/2"
+if TYPE_CHECKING:
+    from arsched.rl.nets import Policy
+
+FORMAT = "arsched.hrl/3"
 FEATURE_VERSION = 4  # bump whenever a feature of arsched.rl.episode changes
 LEVELS = ("upper", "lower")
 META = "meta.json"
@@ -39,18 +46,23 @@ def arsched_version() -> str:
         return "unknown"
 
 
-def _tensor_bytes(obj: Any) -> bytes:
+def _archive(weights: Weights) -> bytes:
+    """The arrays as an .npz archive with a fixed timestamp."""
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    with zipfile.ZipFile(buf, "w") as z:
+        for name in sorted(weights):
+            with z.open(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), "w") as f:
+                np.lib.format.write_array(f, np.ascontiguousarray(weights[name], dtype=np.float32))
     return buf.getvalue()
 
 
-def save(folder: Path, policy: Policy, meta: dict[str, Any]) -> None:
+def save(folder: Path, policy: Policy | Frozen, meta: dict[str, Any]) -> None:
     """Write both networks' weights, then `meta.json`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for level, weights in policy.state().items():
-        write_atomic(folder / f"{level}.pt", _tensor_bytes(weights))
+    frozen = policy.frozen()
+    for level in LEVELS:
+        write_atomic(folder / f"{level}.npz", _archive(getattr(frozen, level)))
     full = {
         "format": FORMAT,
         "feature_version": FEATURE_VERSION,
@@ -95,23 +107,33 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-def _load_tensors(path: Path) -> dict:
+def _load(path: Path, expected: dict[str, tuple[int, ...]]) -> Weights:
+    """The arrays of one level's archive, each of its `expected` shape; one sentence if not."""
     if not path.is_file():
         raise ArschedError(f"checkpoint file {path} is missing")
+    room = 4096 + sum(4 * int(np.prod(shape)) + 1024 for shape in expected.values())  # data and headers
+    if path.stat().st_size > room:
+        raise ArschedError(f"{path} does not fit the network {META} describes: {path.stat().st_size} bytes")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with zipfile.ZipFile(path) as z:
+            if sum(i.file_size for i in z.infolist()) > room:
+                raise ArschedError(f"{path} does not fit the network {META} describes")
+        with np.load(path, allow_pickle=False) as archive:
+            weights = {name: archive[name] for name in archive.files}
+    except ArschedError:
+        raise
     except Exception as e:  # a truncated or foreign file: one sentence, not a traceback
         raise ArschedError(f"cannot read checkpoint file {path}: {type(e).__name__}") from None
+    if {k: v.shape for k, v in weights.items()} != expected or any(
+        v.dtype != np.float32 for v in weights.values()
+    ):
+        raise ArschedError(f"{path} does not fit the network {META} describes")
+    return weights
 
 
-def load_policy(folder: Path) -> tuple[Policy, dict[str, Any]]:
-    """The trained networks (in evaluation mode) and the metadata."""
+def load_policy(folder: Path) -> tuple[Frozen, dict[str, Any]]:
+    """The trained networks' weights, ready to run (`forward.Frozen`), and the metadata."""
     meta = read_meta(folder)
-    policy = Policy.create(meta["hidden"], meta["layers"], float(meta["temperature"]))
-    for level in LEVELS:
-        try:
-            getattr(policy, level).load_state_dict(_load_tensors(Path(folder) / f"{level}.pt"))
-        except (RuntimeError, TypeError, AttributeError):
-            raise ArschedError(f"{folder}/{level}.pt does not fit the network {META} describes") from None
-        getattr(policy, level).eval()
-    return policy, meta
+    expected = shapes(meta["hidden"], meta["layers"])
+    upper, lower = (_load(Path(folder) / f"{level}.npz", expected[level]) for level in LEVELS)
+    return Frozen(upper, lower, meta["layers"], float(meta["temperature"])), meta

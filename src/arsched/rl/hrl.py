@@ -4,8 +4,7 @@ It runs a policy trained by `arsched train` (see `arsched.rl`): the upper networ
 chunk count and every chunk's flow tree from the instance's library, the lower network builds
 the rounds. Without `checkpoint` it runs the general policy shipped in
 `arsched/rl/checkpoints/default` (its meta.json holds the `arsched train` command that made
-it). It needs the `rl` extra (torch); without it, it does not apply and `arsched compare` says
-why.
+it). It runs the networks in numpy (`forward`): torch, the `rl` extra, is for training only.
 """
 
 from __future__ import annotations
@@ -16,10 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from arsched.algorithms.flowtrees import SHAPES
-from arsched.algorithms.registry import NotApplicable, register
+from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.errors import ArschedError
+from arsched.rl.checkpoint import DEFAULT, load_policy
+from arsched.rl.instance import Instance
+from arsched.rl.rollout import Timer, run
 from arsched.topology.core import Topology
 
 
@@ -37,12 +39,6 @@ def hrl(
     seeded samples (an inference-time search, reported as such)."""
     if not (isinstance(samples, int) and not isinstance(samples, bool) and samples >= 1):
         raise ArschedError(f"hrl: samples must be a positive integer, got {samples!r}")
-    try:
-        from arsched.rl.checkpoint import DEFAULT, load_policy
-        from arsched.rl.instance import Instance
-        from arsched.rl.rollout import Timer, run
-    except ImportError as e:
-        raise NotApplicable(f"hrl needs the rl extra (pip install 'arsched[rl]'): {e}") from None
     inst = Instance(topology, ranks, nbytes)
     policy, meta = load_policy(Path(DEFAULT if checkpoint is None else checkpoint))
     # the shipped policy is recorded as null, not as the folder it is installed in, so that the

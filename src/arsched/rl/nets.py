@@ -1,4 +1,5 @@
-"""The two policy networks and the exact log-probabilities of their decisions.
+"""The two policy networks in torch (`Policy`), for training, and the exact log-probabilities
+of their decisions; episodes run their weights in numpy (`forward`, `Policy.frozen`).
 
 - `RowScorer` (upper level): the same MLP scores every option row (a chunk count, or a tree
   for the next chunk); a decision is a softmax over the rows, so the network does not depend
@@ -11,7 +12,7 @@
   flow. It is equivariant to any renumbering of flows and links and runs on any graph size.
 
 A round is first fit over the flows in an order drawn from the Plackett–Luce distribution of
-the scores (Gumbel noise, `sample_order`). First fit takes, at each point, the first flow in
+the scores (Gumbel noise, `forward.sample_order`). First fit takes, at each point, the first flow in
 the order that conflicts with nothing taken, and in a Plackett–Luce order the first of any
 set is distributed as the softmax over that set; so the round's probability is
 Π_k softmax(scores over the flows still feasible before pick k)[pick k] (`round_log_prob`),
@@ -20,11 +21,13 @@ exact and cheap: the policy gradient needs nothing else.
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, OPTION_FEATURES, TREE_FEATURES, RoundGraph
+from arsched.rl.forward import Frozen
 
 
 def _mlp(sizes: tuple[int, ...]) -> nn.Sequential:
@@ -80,13 +83,6 @@ class FlowScorer(nn.Module):
         return self.head(hf).squeeze(-1)
 
 
-def sample_order(scores: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
-    """The flows in decreasing score (rng None: the policy's mode) or in a Plackett–Luce draw
-    (scores plus Gumbel noise)."""
-    keys = scores if rng is None else scores + rng.gumbel(size=scores.shape)
-    return np.argsort(-keys, kind="stable")
-
-
 def round_log_prob(scores: torch.Tensor, conflicts: torch.Tensor, picks: torch.Tensor) -> torch.Tensor:
     """log P(first fit takes `picks`, in that order) under the Plackett–Luce policy of `scores`;
     `conflicts` is the picks' K × F bool matrix of `RoundGraph.conflicts`."""
@@ -94,3 +90,39 @@ def round_log_prob(scores: torch.Tensor, conflicts: torch.Tensor, picks: torch.T
     blocked = (torch.cumsum(rows, 0) - rows) > 0  # blocked before each pick
     masked = scores.unsqueeze(0).masked_fill(blocked, -torch.inf)
     return (scores[picks] - torch.logsumexp(masked, 1)).sum()
+
+
+@dataclass
+class Policy:
+    """The two networks of the learned scheduler."""
+
+    upper: RowScorer
+    lower: FlowScorer
+    temperature: float = 1.0  # of both levels' distributions
+
+    @classmethod
+    def create(cls, hidden: int = 64, layers: int = 2, temperature: float = 1.0) -> Policy:
+        """Untrained networks (torch's generator draws the weights)."""
+        return cls(RowScorer(hidden), FlowScorer(hidden, layers), temperature)
+
+    def option_logits(self, rows: torch.Tensor, kind: str) -> torch.Tensor:
+        """The logits of an upper-level choice: the upper network's scores over the temperature
+        (which sharpens the sampled choices, not the policy's mode)."""
+        return self.upper(rows, kind) / self.temperature
+
+    def round_scores(self, graph: RoundGraph) -> torch.Tensor:
+        """The logits of the round's Plackett–Luce policy, likewise."""
+        return self.lower(graph) / self.temperature
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return [*self.upper.parameters(), *self.lower.parameters()]
+
+    def state(self) -> dict[str, dict]:
+        return {"upper": self.upper.state_dict(), "lower": self.lower.state_dict()}
+
+    def frozen(self) -> Frozen:
+        """A copy of the weights as arrays, whose numpy forward pass every episode runs."""
+        arrays = {
+            level: {k: v.detach().numpy().copy() for k, v in w.items()} for level, w in self.state().items()
+        }
+        return Frozen(arrays["upper"], arrays["lower"], len(self.lower.link_up), self.temperature)

@@ -10,50 +10,24 @@ users compare. The round model is not used at all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from arsched.algorithms.flowtrees import SHAPES
 from arsched.algorithms.greedy_trees import best_engine
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.rl.episode import Episode, RoundGraph
+from arsched.rl.forward import Frozen, sample_order
 from arsched.rl.instance import Instance
-from arsched.rl.nets import FlowScorer, RowScorer, sample_order
 from arsched.sim import simulate_flow
+
+if TYPE_CHECKING:
+    from arsched.rl.nets import Policy
 
 MODES = ("policy", "sample", "greedy", "random")
 LEVELS = ("upper", "lower")
-
-
-@dataclass
-class Policy:
-    """The two networks of the learned scheduler."""
-
-    upper: RowScorer
-    lower: FlowScorer
-    temperature: float = 1.0  # of both levels' distributions
-
-    @classmethod
-    def create(cls, hidden: int = 64, layers: int = 2, temperature: float = 1.0) -> Policy:
-        """Untrained networks (torch's generator draws the weights)."""
-        return cls(RowScorer(hidden), FlowScorer(hidden, layers), temperature)
-
-    def option_logits(self, rows: torch.Tensor, kind: str) -> torch.Tensor:
-        """The logits of an upper-level choice: the upper network's scores over the temperature
-        (which sharpens the sampled choices, not the policy's mode)."""
-        return self.upper(rows, kind) / self.temperature
-
-    def round_scores(self, graph: RoundGraph) -> torch.Tensor:
-        """The logits of the round's Plackett–Luce policy, likewise."""
-        return self.lower(graph) / self.temperature
-
-    def parameters(self) -> list[torch.nn.Parameter]:
-        return [*self.upper.parameters(), *self.lower.parameters()]
-
-    def state(self) -> dict[str, dict]:
-        return {"upper": self.upper.state_dict(), "lower": self.lower.state_dict()}
 
 
 @dataclass
@@ -102,7 +76,7 @@ def _pick(logits: np.ndarray, rng: np.random.Generator | None) -> int:
 
 def run(
     inst: Instance,
-    policy: Policy | None,
+    policy: Policy | Frozen | None,
     timer: Timer | None,
     mode: str = "policy",
     rng: np.random.Generator | None = None,
@@ -113,7 +87,8 @@ def run(
     `levels` drawn from the networks' distributions with `rng`, the other level's the networks'
     best), `greedy` (greedy-trees' decisions: the warm start's teacher) or `random` (uniform
     decisions drawn with `rng`: the search baseline's). Without a `timer` the schedule is not
-    simulated (`time_s` and `gap` stay NaN)."""
+    simulated (`time_s` and `gap` stay NaN). The networks run in numpy (`policy.frozen()`)."""
+    net = None if policy is None else policy.frozen()
     ep = Episode(inst, DEFAULT_ALPHA if timer is None else timer.alpha)
     traj = Trajectory(inst, levels=levels if mode == "sample" else ())
     plan = greedy_plan(inst) if mode == "greedy" else None
@@ -126,8 +101,7 @@ def run(
         elif mode == "random":
             k = int(rng.integers(len(rows)))
         else:
-            with torch.no_grad():
-                k = _pick(policy.option_logits(torch.as_tensor(rows), kind).numpy(), draw_upper)
+            k = _pick(net.option_logits(rows, kind), draw_upper)
         traj.choices.append((kind, rows, k))
         return k
 
@@ -141,8 +115,7 @@ def run(
         elif mode == "random":
             order = rng.permutation(len(g.flows))
         else:
-            with torch.no_grad():
-                order = sample_order(policy.round_scores(g).numpy(), draw_lower)
+            order = sample_order(net.round_scores(g), draw_lower)
         traj.rounds.append((g, ep.play(g, order)))
     traj.schedule = ep.schedule(meta)
     if timer is not None:

@@ -13,14 +13,20 @@ Both are given as many simulations as training and inference used, so that a com
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from arsched.rl.forward import Frozen
 from arsched.rl.instance import Instance
-from arsched.rl.rollout import Policy, Timer, Trajectory, run
+from arsched.rl.rollout import Timer, Trajectory, run
+
+if TYPE_CHECKING:
+    from arsched.rl.nets import Policy
 
 
 def restarts(
-    inst: Instance, timer: Timer, calls: int, seed: int, policy: Policy | None = None
+    inst: Instance, timer: Timer, calls: int, seed: int, policy: Policy | Frozen | None = None
 ) -> tuple[Trajectory, list[float]]:
     """The fastest of `calls` episodes (uniformly random without `policy`, else sampled from
     it; the first one the policy's deterministic episode) and the best gap after each call

@@ -49,8 +49,8 @@ from arsched.rl import checkpoint
 from arsched.rl.config import Seeds, TrainConfig
 from arsched.rl.episode import RoundGraph
 from arsched.rl.instance import Instance
-from arsched.rl.nets import round_log_prob
-from arsched.rl.rollout import LEVELS, Policy, Timer, Trajectory, run
+from arsched.rl.nets import Policy, round_log_prob
+from arsched.rl.rollout import LEVELS, Timer, Trajectory, run
 from arsched.topology import parse_spec
 
 log = logging.getLogger(__name__)
