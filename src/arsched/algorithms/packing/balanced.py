@@ -224,16 +224,14 @@ class Placer:
         self.load = np.zeros((2 * steps, len(net.caps)))
         self.inverse = np.tile(1 / net.caps, 2 * steps)  # a chunk's load on row (s, e)
         self.columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # parent, step, rows
+        none = np.zeros(0, dtype=np.int64)
         for k in range(chunks):
-            self.columns.append(self._place(k % self.n))
-            self._put(self.columns[-1][2], 1.0)
+            self.columns.append(self._place(k % self.n, none))
 
     def sweep(self) -> None:
         """Take every chunk out and place it again under the load of all the others."""
         for k in range(len(self.columns)):
-            self._put(self.columns[k][2], -1.0)
-            self.columns[k] = self._place(k % self.n)
-            self._put(self.columns[k][2], 1.0)
+            self.columns[k] = self._place(k % self.n, self.columns[k][2])
 
     def time(self, nbytes: float, overhead: float) -> float:
         """The time with barriers for `nbytes`: every step as long as its busiest link needs,
@@ -246,21 +244,21 @@ class Placer:
         columns = [(p, s) for p, s, _ in self.columns]
         return BalancedPlan(columns, self.net.routes, self.steps, self.time(nbytes, overhead))
 
-    def _put(self, rows: np.ndarray, sign: float) -> None:
-        _add(self.load.reshape(-1), rows, self.inverse, sign)
-
-    def _place(self, root: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The Prim tree from `root` under the current prices; where Prim strands ranks, that
-        tree with the stranded ranks joined by their cheapest edges and every step chosen again
-        by `cheapest_steps`, or the breadth-first tree from `root` if that is taller than R.
-        With its rows. All but the exponentials is compiled (`_placement`); they stay in
-        numpy, so the plan is numpy's to the last bit."""
+    def _place(self, root: int, old: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Take the chunk's `old` rows off the load, then place it from `root`: the Prim tree
+        under the current prices; where Prim strands ranks, that tree with the stranded ranks
+        joined by their cheapest edges and every step chosen again by `cheapest_steps`, or the
+        breadth-first tree from `root` if that is taller than R. With its rows, which go on the
+        load. All but the exponentials is compiled, in two calls (`_exponents`, `_placement`);
+        they stay in numpy, so the plan is numpy's to the last bit."""
         net = self.net
-        relative = self.load / max(float(self.load.max()), 1e-300)
-        weight = np.exp(self.sharpness * relative) / net.caps
         use = net.use
+        weight = np.exp(_exponents(self.load, old, self.inverse, self.sharpness))
         return _placement(
             weight,
+            net.caps,
+            self.load,
+            self.inverse,
             use.indptr,
             use.indices,
             use.data,
@@ -273,16 +271,39 @@ class Placer:
 
 
 @numba.njit(cache=True)
+def _exponents(load, old, inverse, sharpness):  # pragma: no cover - compiled
+    """The chunk's `old` rows taken off `load`, then β · load / (its largest entry): the
+    exponents of the link-step prices exp(β · relative load) / capacity."""
+    _add(load.reshape(-1), old, inverse, -1.0)
+    return sharpness * (load / max(load.max(), 1e-300))
+
+
+@numba.njit(cache=True)
 def _placement(
-    weight, indptr, indices, data, pair, u, v, root, wide_parent, wide_height, num_links
+    exponential,
+    caps,
+    load,
+    inverse,
+    indptr,
+    indices,
+    data,
+    pair,
+    u,
+    v,
+    root,
+    wide_parent,
+    wide_height,
+    num_links,
 ):  # pragma: no cover - compiled
-    """(parent, step, rows) of `Placer._place` under link-step weights `weight`, in one compiled
-    call: `_costs`, `prim`, `_restep` where Prim strands ranks, and `_rows`."""
-    price, cost, prefix = _costs(weight, indptr, indices, data, pair, u, v)
+    """(parent, step, rows) of `Placer._place` under link-step weights `exponential` / `caps`,
+    its rows added to `load`: `_costs`, `prim`, `_restep` where Prim strands ranks, `_rows`."""
+    price, cost, prefix = _costs(exponential / caps, indptr, indices, data, pair, u, v)
     parent, step, complete = prim(cost, prefix, root)
     if not complete:
         parent, step = _restep(parent, root, price, prefix, pair, wide_parent, wide_height)
-    return parent, step, _rows(parent, step, prefix.shape[2], pair, indptr, indices, num_links)
+    rows = _rows(parent, step, prefix.shape[2], pair, indptr, indices, num_links)
+    _add(load.reshape(-1), rows, inverse, 1.0)
+    return parent, step, rows
 
 
 @numba.njit(cache=True)
