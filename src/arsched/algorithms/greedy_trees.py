@@ -6,16 +6,16 @@ per rank, so that pipeline fill and drain cost little beside the link-load bound
 are selected (the upper level's choice) and flows are picked one at a time, those crossing
 the link with the most flows left first, then the longest remaining critical path, skipping
 any that conflicts with a flow already picked (the lower level's choice), until none is left.
-Each tree shape of `candidate_engines` is run and the fastest plan kept (`best_engine`). It is
-the non-learned reference the RL scheduler must beat, on the same engine; the RL scheduler
-(arsched.rl) imitates its decisions for its warm start.
+Each tree shape of `candidate_engines` is run and the fastest plan in the flow model kept
+(`best_engine`). It is the non-learned reference the RL scheduler must beat, on the same
+engine and judged by the same measure; the RL scheduler (arsched.rl) imitates its decisions for
+its warm start.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from fractions import Fraction
 
 import numba
 import numpy as np
@@ -25,6 +25,8 @@ from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine, build_t
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.trees import tree_depths, tree_heights
 from arsched.collective.schedule import Schedule
+from arsched.defaults import DEFAULT_ALPHA
+from arsched.sim.flow import simulate_flow
 from arsched.topology.core import Topology
 
 
@@ -215,13 +217,6 @@ def candidate_chunks(num_ranks: int, chunks: int | None) -> tuple[int, ...]:
     return tuple(dict.fromkeys((default_chunks(num_ranks), num_ranks)))
 
 
-def plan_key(rounds: int, chunks: int) -> tuple[Fraction, int]:
-    """How greedy ranks a finished plan: first its time in the round model on equal links,
-    rounds / chunks (a round moves one chunk per link), then its rounds (each round pays the
-    links' latency once). It does not depend on the size."""
-    return Fraction(rounds, chunks), rounds
-
-
 MAX_RANKS = 128  # the most ranks greedy-trees and hrl (its warm start) take
 _BEST_PLAN: weakref.WeakKeyDictionary[Topology, dict] = weakref.WeakKeyDictionary()
 
@@ -235,32 +230,36 @@ def best_engine(
     algorithm: str = "greedy-trees",
 ) -> tuple[str, FlowTreeEngine]:
     """The chunk count (of `candidate_chunks`) and tree shape on which greedy's schedule is
-    fastest (`plan_key`: least time, then fewest rounds; the first candidate at ties) and its
-    engine, at the start. A candidate whose busiest link carries so many flows that it cannot
-    beat the best so far (the load is a lower bound on its rounds) is not run. The choice does
-    not depend on the size and is cached per topology, ranks, chunks and fanout (the RL
-    environments and training ask for it many times). More than `MAX_RANKS` ranks are refused
-    (NotApplicable) before any search."""
+    fastest in the default flow model (in-order connections, α = `DEFAULT_ALPHA`) at `nbytes`
+    (the first candidate at ties), and its engine, at the start. A candidate whose busiest link
+    alone needs longer than the best time so far (its flows' bytes at that link's capacity: a
+    lower bound on its time) is not run. The fewest rounds used to pick it, and disagreed with
+    the flow model where it matters (`benchmarks/bench_rl_warm.py`: BCube(4,1) 1.489 → 1.276×
+    the bound, a 32-server Jellyfish 1.490 → 1.028×): hrl, rewarded by the flow model, was
+    compared with a baseline that chose by another measure. The choice is cached per topology,
+    ranks, size, chunks and fanout (the RL environments and training ask for it many times).
+    More than `MAX_RANKS` ranks are refused (NotApplicable) before any search."""
     if len(ranks) > MAX_RANKS:
         raise NotApplicable(
             f"{algorithm} is limited to {MAX_RANKS} ranks: greedy's round-by-round search grows with "
             f"the square of the ranks (minutes at 256), and {topology.name} has {len(ranks)}"
         )
     known = _BEST_PLAN.setdefault(topology, {})
-    key = (ranks, chunks, fanout)
+    key = (ranks, float(nbytes), chunks, fanout)
     if key in known:
         count, shape = known[key]
         return shape, candidate_engines(topology, ranks, nbytes, count, fanout, algorithm, shape)[shape]
-    best = None
-    num_links = topology.compiled.num_links
+    best = None  # time, chunks, shape, engine
+    c = topology.compiled
     for count in candidate_chunks(len(ranks), chunks):
         for shape, engine in candidate_engines(topology, ranks, nbytes, count, fanout, algorithm).items():
-            load = np.bincount(engine.link_matrix.ravel(), minlength=num_links + 1)[:num_links].max()
-            if best is not None and plan_key(int(load), count) >= best[0]:
+            flows = np.bincount(engine.link_matrix.ravel(), minlength=c.num_links + 1)[: c.num_links]
+            if best is not None and (flows * (nbytes / count) / c.capacity).max() >= best[0]:
                 continue
             run_greedy(engine)
-            if best is None or plan_key(len(engine.rounds), count) < best[0]:
-                best = (plan_key(len(engine.rounds), count), count, shape, engine)
+            took = simulate_flow(engine.schedule(), DEFAULT_ALPHA).time_s
+            if best is None or took < best[0]:
+                best = (took, count, shape, engine)
     known[key] = best[1:3]
     best[3].reset()
     return best[2], best[3]
@@ -275,8 +274,8 @@ def greedy_trees(
     fanout: int | None = None,
 ) -> Schedule:
     """Greedy flow-tree scheduling (the RL pipeline with heuristic policies); minimises rounds
-    greedily, one tree per chunk, roots spread over the ranks, the best of the tree shapes and,
-    unless `chunks` is given, of the chunk counts `candidate_chunks`."""
+    greedily, one tree per chunk, roots spread over the ranks, the fastest in the flow model of
+    the tree shapes and, unless `chunks` is given, of the chunk counts `candidate_chunks`."""
     rs = check_ranks(topology, ranks, "greedy-trees")
     nbytes = check_nbytes(nbytes, "greedy-trees")
     if chunks is not None:
