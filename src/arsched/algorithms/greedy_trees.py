@@ -233,10 +233,9 @@ def best_engine(
     fastest in the default flow model (in-order connections, α = `DEFAULT_ALPHA`) at `nbytes`
     (the first candidate at ties), and its engine, at the start. A candidate whose busiest link
     alone needs longer than the best time so far (its flows' bytes at that link's capacity: a
-    lower bound on its time) is not run. The fewest rounds used to pick it, and disagreed with
-    the flow model where it matters (`benchmarks/bench_rl_warm.py`: BCube(4,1) 1.489 → 1.276×
-    the bound, a 32-server Jellyfish 1.490 → 1.028×): hrl, rewarded by the flow model, was
-    compared with a baseline that chose by another measure. The choice is cached per topology,
+    lower bound on its time) is not run. The flow model and not the fewest rounds: hrl is
+    rewarded by it, and the rounds disagree with it where it matters (BCube, DCell, Jellyfish:
+    `benchmarks/bench_rl_warm.py`). The choice is cached per topology,
     ranks, size, chunks and fanout (the RL environments and training ask for it many times).
     More than `MAX_RANKS` ranks are refused (NotApplicable) before any search."""
     if len(ranks) > MAX_RANKS:

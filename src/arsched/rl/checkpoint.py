@@ -5,9 +5,9 @@ settings, the command that made it, arsched version).
 Every file is written atomically and `meta.json` last, so a folder whose `meta.json` exists is
 complete. Weights are numpy archives of plain float32 arrays, named as the torch modules name
 them, written with a fixed timestamp (the same weights give the same bytes) and read without
-pickles and without torch (`forward.Frozen` runs them); a file larger than a network of the
-largest allowed size, or whose arrays do not have the shapes `meta.json`'s sizes give, is
-refused before anything is allocated for it.
+pickles and without torch (`forward.Frozen` runs them); an archive larger, packed or unpacked,
+than the arrays `meta.json`'s sizes call for is refused before its arrays are read, and one
+whose arrays do not have those shapes before it runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The policy networks' forward pass in numpy: what every episode runs, so that `hrl` needs no
-torch (importing torch took 1.3 of the 1.4 s `hrl` spent on two A100 boxes, on every `auto`
-search) and training and inference decide by the same code.
+torch (importing it was most of `hrl`'s time on small networks, and every `auto` search paid
+it) and training and inference decide by the same code.
 
 A `Frozen` policy holds both networks' weights as arrays, named as the torch modules of
 `nets` name them (`options.0.weight`, ..., `flow_up.1.2.bias`), and computes what their
@@ -102,6 +102,7 @@ class Frozen:
     temperature: float = 1.0
 
     def frozen(self) -> Frozen:
+        """Itself: what an episode runs (`nets.Policy.frozen` copies torch's weights into one)."""
         return self
 
     def option_logits(self, rows: np.ndarray, kind: str) -> np.ndarray:
