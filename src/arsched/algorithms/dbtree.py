@@ -6,6 +6,14 @@ at about full rate. Each tree carries half of the chunks, pipelined: a node at h
 chunk c into its parent in step h + c (once all its children's chunk c arrived), and the
 result travels back down as copies, a node at depth d passing chunk c on in step H + 1 + d + c.
 Logarithmic depth with pipelining; more chunks shorten the pipeline's fill and drain.
+
+Broadcast and Reduce (our construction on the same trees): the two trees span the ranks other
+than the root, in a ring order (`common.ring_order`: ranks under one switch side by side, so
+that an in-order tree's lower levels stay under it), and the root feeds both tops (Broadcast) or
+both tops add into it (Reduce), half of the chunks each. Every rank then sends (Broadcast) or
+receives (Reduce) about the whole buffer, the root's link carries it once, and a chunk crosses
+about log2 N hops: on hundreds of ranks a chain (`ring`) pays α at each of N − 1 hops, and tree
+packing stops at 256 ranks.
 """
 
 from __future__ import annotations
@@ -14,9 +22,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
+from arsched.algorithms.common import (
+    check_nbytes,
+    check_ranks,
+    check_root,
+    chunk_multiple,
+    pipeline_chunks,
+    ring_order,
+)
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_tree
+from arsched.algorithms.trees import add_pipelined, add_tree, tree_depths, tree_heights
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -57,3 +72,94 @@ def dbtree(
     add_tree(b, members, parent, height, np.arange(0, chunks, 2))
     add_tree(b, members[::-1].copy(), parent, height, np.arange(1, chunks, 2))
     return b.build()
+
+
+def leaf_parity_tree(m: int) -> np.ndarray:
+    """The parents of an in-order binary tree over 0..m−1 whose leaves are the even positions
+    (Sanders, Speck & Träff's layout): position i = j − 1 with j's lowest set bit l hangs below
+    j ± l, whichever is an odd multiple of 2l, or j − l (an ancestor) where that one is past the
+    end; the top is the largest power of two ≤ m. So the mirror image of the tree over an even
+    count has its inner ranks where the tree has its leaves."""
+    j = np.arange(1, m + 1)
+    low = j & -j
+    up = np.where((j // low) % 4 == 1, j + low, j - low)
+    up = np.where(up > m, j - low, up)
+    parent = up - 1
+    parent[low == 1 << (m.bit_length() - 1)] = -1
+    return parent
+
+
+def rooted_trees(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The parents of the two trees of Broadcast and Reduce over positions 0..n−1, rooted at 0:
+    `leaf_parity_tree` over positions 1..n−1 and a second copy of it, each top's parent 0. The
+    copy is the mirror image, or the tree shifted by one position where that leaves fewer
+    children to the busiest rank (over an odd count the mirror keeps the middle rank's role, as
+    NCCL's double binary tree notes for odd rank counts)."""
+    m = n - 1
+    up = leaf_parity_tree(m)
+
+    def relabelled(pos: np.ndarray) -> np.ndarray:  # the tree with rest index i moved to pos[i]
+        out = np.full(m, -1)
+        out[pos] = np.where(up >= 0, pos[np.maximum(up, 0)], -1)
+        return out
+
+    def busiest(other: np.ndarray) -> int:
+        kids = np.bincount(np.concatenate([up[up >= 0], other[other >= 0]]), minlength=m)
+        return int(kids.max())
+
+    copies = [relabelled(np.arange(m)[::-1].copy()), relabelled((np.arange(m) + 1) % m)]
+    second = min(copies, key=busiest)  # the mirror at ties
+    trees = []
+    for p in (up, second):
+        parent = np.full(n, -1)
+        parent[1:] = np.where(p >= 0, p + 1, 0)
+        trees.append(parent)
+    return trees[0], trees[1]
+
+
+def _rooted(collective: str):
+    """The dbtree builder of a rooted collective (module docstring)."""
+
+    def build(
+        topology: Topology,
+        ranks: Sequence[str] | None = None,
+        nbytes: float = 1e8,
+        chunks: int | None = None,
+        root: str | None = None,
+    ) -> Schedule:
+        rs = check_ranks(topology, ranks, "dbtree")
+        nbytes = check_nbytes(nbytes, "dbtree")
+        top = check_root(rs, root, "dbtree")
+        n = len(rs)
+        order = list(ring_order(topology, rs))
+        order = order[order.index(top) :] + order[: order.index(top)]  # the root at position 0
+        members = np.array([rs.index(r) for r in order])
+        trees = rooted_trees(n)
+        hops = int(max(tree_depths(p).max() for p in trees))
+        if chunks is None:  # each tree: half the buffer at half a rank's rate over `hops` hops
+            chunks = 2 * pipeline_chunks(topology, rs, nbytes, hops)
+        chunks = chunk_multiple(chunks, 2, "dbtree", ranks=n, paths=4 * n)
+        params = {"params": {"chunks": chunks}}
+        b = ScheduleBuilder(
+            topology, rs, nbytes, chunks, "dbtree", params, spread=True, collective=collective, root=top
+        )
+        for parent, first in zip(trees, (0, 1), strict=True):
+            kids = np.flatnonzero(parent >= 0)
+            if collective == "broadcast":  # a rank at depth d passes chunk c on at step d + c
+                sends = (parent[kids], kids, tree_depths(parent)[kids] - 1)
+            else:  # a rank of height h adds chunk c into its parent at step h + c
+                sends = (kids, parent[kids], tree_heights(parent)[kids])
+            op = "copy" if collective == "broadcast" else "reduce"
+            add_pipelined(b, members, sends, op, np.arange(first, chunks, 2))
+        return b.build()
+
+    build.__doc__ = (
+        f"Double binary tree {collective}: two pipelined binary trees over the other ranks, "
+        f"{'fed by' if collective == 'broadcast' else 'adding into'} the root, half of the "
+        "`chunks` each (even; default: enough to pipeline the trees' depth)."
+    )
+    return build
+
+
+register("dbtree", "", "broadcast")(_rooted("broadcast"))
+register("dbtree", "", "reduce")(_rooted("reduce"))

@@ -135,16 +135,31 @@ def add_sends(
     (default k: one chunk per step). Transfers take the default routes, or
     `path_ids[src rank, dst rank]` (ids interned in `b`)."""
     src, dst, at = sends
+    half = len(src) // 2
+    for part, op in ((slice(0, half), "reduce"), (slice(half, len(src)), "copy")):
+        add_pipelined(b, members, (src[part], dst[part], at[part]), op, tree_chunks, offsets, path_ids)
+
+
+def add_pipelined(
+    b: ScheduleBuilder,
+    members: np.ndarray,
+    sends: Sends,
+    op: str,
+    tree_chunks: np.ndarray,
+    offsets: np.ndarray | None = None,
+    path_ids: np.ndarray | None = None,
+) -> None:
+    """Pipelined `sends`, all with `op` (as in `add_sends`)."""
+    src, dst, at = sends
     chunks = np.asarray(tree_chunks)
     starts = np.arange(len(chunks)) if offsets is None else np.asarray(offsets)
-    reps, half = len(chunks), len(src) // 2
-    for part, op in ((slice(0, half), "reduce"), (slice(half, len(src)), "copy")):
-        for h in np.unique(at[part]):
-            on = at[part] == h  # every chunk crosses these edges, chunk c at step h + starts[c]
-            s, d = members[src[part][on]], members[dst[part][on]]
-            step = np.repeat(starts + int(h), len(s))
-            pids = None if path_ids is None else np.tile(path_ids[s, d], reps)
-            b.add_rank_arrays(step, np.repeat(chunks, len(s)), np.tile(s, reps), np.tile(d, reps), op, pids)
+    reps = len(chunks)
+    for h in np.unique(at):
+        on = at == h  # every chunk crosses these edges, chunk c at step h + starts[c]
+        s, d = members[src[on]], members[dst[on]]
+        step = np.repeat(starts + int(h), len(s))
+        pids = None if path_ids is None else np.tile(path_ids[s, d], reps)
+        b.add_rank_arrays(step, np.repeat(chunks, len(s)), np.tile(s, reps), np.tile(d, reps), op, pids)
 
 
 def add_tree(
