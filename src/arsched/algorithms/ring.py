@@ -145,14 +145,11 @@ def _chain(collective: str):
         if collective == "reduce":
             chain = np.concatenate([chain[:1], chain[1:][::-1]])  # towards the root, the other way
         hops = len(chain) - 1
-        for c in range(chunks):
-            for h in range(hops):
-                if collective == "broadcast":
-                    b.add_rank_arrays(c + h, c, chain[h : h + 1], chain[h + 1 : h + 2], "copy")
-                else:  # the far end first: hop h carries the partial sum of the h + 1 farthest ranks
-                    b.add_rank_arrays(
-                        c + h, c, chain[hops - h : hops - h + 1], chain[hops - h - 1 : hops - h], "reduce"
-                    )
+        c, h = (x.ravel() for x in np.meshgrid(np.arange(chunks), np.arange(hops), indexing="ij"))
+        if collective == "broadcast":  # chunk c crosses hop h at step c + h
+            b.add_rank_arrays(c + h, c, chain[h], chain[h + 1], "copy")
+        else:  # the far end first: hop h carries the partial sum of the h + 1 farthest ranks
+            b.add_rank_arrays(c + h, c, chain[hops - h], chain[hops - h - 1], "reduce")
         return b.build()
 
     build.__doc__ = (
