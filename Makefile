@@ -58,6 +58,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gpu_fabrics.py
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_auto.py
+	$(BIN)/python benchmarks/bench_collectives.py
+	$(BIN)/python benchmarks/bench_collectives.py --scale
 	$(BIN)/python benchmarks/bench_runtime.py
 	$(BIN)/python benchmarks/bench_faults.py
 	$(BIN)/python benchmarks/bench_sweep.py

@@ -116,7 +116,14 @@ def test_pipelined_chains_approach_the_bound_on_one_switch():
 
 
 def test_the_registry_says_who_builds_what():
-    assert {a.name for a in algorithms("broadcast")} == {"ring", "dbtree", "direct", "tree-packing", "auto"}
+    assert {a.name for a in algorithms("broadcast")} == {
+        "ring",
+        "dbtree",
+        "group-chains",
+        "direct",
+        "tree-packing",
+        "auto",
+    }
     assert {a.name for a in algorithms("alltoall")} == {"direct", "pairwise", "mcf", "auto"}
     assert "pairwise" not in {a.name for a in algorithms()}  # AllReduce's list
     with pytest.raises(

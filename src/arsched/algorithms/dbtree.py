@@ -31,7 +31,7 @@ from arsched.algorithms.common import (
     ring_order,
 )
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_pipelined, add_tree, tree_depths, tree_heights
+from arsched.algorithms.trees import add_rooted, add_tree, tree_depths
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -143,14 +143,7 @@ def _rooted(collective: str):
         b = ScheduleBuilder(
             topology, rs, nbytes, chunks, "dbtree", params, spread=True, collective=collective, root=top
         )
-        for parent, first in zip(trees, (0, 1), strict=True):
-            kids = np.flatnonzero(parent >= 0)
-            if collective == "broadcast":  # a rank at depth d passes chunk c on at step d + c
-                sends = (parent[kids], kids, tree_depths(parent)[kids] - 1)
-            else:  # a rank of height h adds chunk c into its parent at step h + c
-                sends = (kids, parent[kids], tree_heights(parent)[kids])
-            op = "copy" if collective == "broadcast" else "reduce"
-            add_pipelined(b, members, sends, op, np.arange(first, chunks, 2))
+        add_rooted(b, members, trees, collective, chunks)
         return b.build()
 
     build.__doc__ = (

@@ -149,6 +149,7 @@ ORDER = (
     "ring",
     "multi-ring",
     "dbtree",
+    "group-chains",
     "bcube-native",
     "torus-native",
     "hierarchical",

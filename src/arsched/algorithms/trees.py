@@ -174,3 +174,20 @@ def add_tree(
     """Pipelined reduce up and broadcast down one tree (positions index `members`), each edge
     at its `edge_steps` (see `add_sends`)."""
     add_sends(b, members, tree_sends(parent, height), tree_chunks, offsets, path_ids)
+
+
+def add_rooted(
+    b: ScheduleBuilder, members: np.ndarray, trees: Sequence[np.ndarray], collective: str, chunks: int
+) -> None:
+    """A Broadcast (copies down) or Reduce (adds up) over `trees` (parents over positions of
+    `members`, rooted at the collective's root), chunk c on tree c mod len(trees), pipelined: a
+    rank at depth d passes its tree's k-th chunk on at step d − 1 + k (Broadcast), a rank of
+    height h adds it into its parent at step h + k (Reduce)."""
+    op = "copy" if collective == "broadcast" else "reduce"
+    for first, parent in enumerate(trees):
+        kids = np.flatnonzero(parent >= 0)
+        if collective == "broadcast":
+            sends = (parent[kids], kids, tree_depths(parent)[kids] - 1)
+        else:
+            sends = (kids, parent[kids], tree_heights(parent)[kids])
+        add_pipelined(b, members, sends, op, np.arange(first, chunks, len(trees)))
