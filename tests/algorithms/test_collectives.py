@@ -119,7 +119,7 @@ def test_the_registry_says_who_builds_what():
     assert {a.name for a in algorithms("broadcast")} == {
         "ring",
         "dbtree",
-        "group-chains",
+        "group-trees",
         "direct",
         "tree-packing",
         "auto",

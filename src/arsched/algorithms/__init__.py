@@ -9,7 +9,7 @@ from arsched.algorithms import (  # noqa: F401  (importing a module registers it
     dimension_ordered,
     direct,
     greedy_trees,
-    group_chains,
+    group_trees,
     halved,
     hierarchical,
     mcf,

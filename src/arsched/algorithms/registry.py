@@ -149,7 +149,7 @@ ORDER = (
     "ring",
     "multi-ring",
     "dbtree",
-    "group-chains",
+    "group-trees",
     "bcube-native",
     "torus-native",
     "hierarchical",
