@@ -167,10 +167,12 @@ def scale() -> None:
         "long, as in the table above: the best gap at 256 MB and 16 MB, every algorithm's at 256 MB. "
         "A chain (`ring`) moves the buffer at full rate but pays α and a latency at each of its N − 1 "
         "hops per chunk; `dbtree`'s two binary trees over the other ranks cross about log2 N hops, "
-        "each rank sending or receiving the whole buffer at most. On the real Clos (48 racks of "
-        "3 to 24 servers, one to three 100 Gb/s uplinks each) the trees' edges between racks crowd "
-        "the uplinks (up to seven tree edges, 3.5 buffers, on one rack's single uplink), so at "
-        "256 MB the chain is faster there; `lingjun2023_topo` is `shared/data/lingjun2023_topo.csv`. "
+        "each rank forwarding the whole buffer at most; `group-trees` takes such trees between the "
+        "groups (racks, boxes) and inside each, so that no rack sends out or takes in more than the "
+        "buffer. On the real Clos (48 racks of 3 to 24 servers, one to three 100 Gb/s uplinks each) "
+        "dbtree's edges between racks crowd the uplinks (up to seven tree edges, 3.5 buffers, on one "
+        "rack's single uplink). On GPU boxes both put each half through one NIC of a box; tree "
+        "packing's rail trees use them all. `lingjun2023_topo` is `shared/data/lingjun2023_topo.csv`. "
         "Produced by `benchmarks/bench_collectives.py --scale`.",
         table,
     )
