@@ -22,16 +22,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import (
-    check_nbytes,
-    check_ranks,
-    check_root,
-    chunk_multiple,
-    pipeline_chunks,
-    ring_order,
-)
+from arsched.algorithms.common import check_nbytes, check_ranks, check_root, chunk_multiple, ring_order
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_rooted, add_tree, tree_depths
+from arsched.algorithms.trees import add_tree, rooted_schedule
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -134,17 +127,9 @@ def _rooted(collective: str):
         order = list(ring_order(topology, rs))
         order = order[order.index(top) :] + order[: order.index(top)]  # the root at position 0
         members = np.array([rs.index(r) for r in order])
-        trees = rooted_trees(n)
-        hops = int(max(tree_depths(p).max() for p in trees))
-        if chunks is None:  # each tree: half the buffer at half a rank's rate over `hops` hops
-            chunks = 2 * pipeline_chunks(topology, rs, nbytes, hops)
-        chunks = chunk_multiple(chunks, 2, "dbtree", ranks=n, paths=4 * n)
-        params = {"params": {"chunks": chunks}}
-        b = ScheduleBuilder(
-            topology, rs, nbytes, chunks, "dbtree", params, spread=True, collective=collective, root=top
+        return rooted_schedule(
+            "dbtree", collective, topology, rs, nbytes, top, rooted_trees(n), members, chunks
         )
-        add_rooted(b, members, trees, collective, chunks)
-        return b.build()
 
     build.__doc__ = (
         f"Double binary tree {collective}: two pipelined binary trees over the other ranks, "

@@ -46,7 +46,7 @@ from arsched.algorithms.common import (
 from arsched.algorithms.dbtree import leaf_parity_tree, rooted_trees
 from arsched.algorithms.groups import candidate_groups
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_rooted, add_tree, tree_depths, tree_heights
+from arsched.algorithms.trees import add_tree, rooted_schedule, tree_depths, tree_heights
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -210,17 +210,8 @@ def _rooted(collective: str):
         chunks: int | None = None,
         root: str | None = None,
     ) -> Schedule:
-        rs, nbytes, top, trees, hops = _trees(topology, ranks, nbytes, root)
-        n = len(rs)
-        if chunks is None:  # each half at half a rank's rate over `hops` hops
-            chunks = 2 * pipeline_chunks(topology, rs, nbytes, hops)
-        chunks = chunk_multiple(chunks, 2, NAME, ranks=n, paths=4 * n)
-        b = ScheduleBuilder(
-            topology, rs, nbytes, chunks, NAME, {"params": {"chunks": chunks}}, spread=True,
-            collective=collective, root=top,
-        )  # fmt: skip
-        add_rooted(b, np.arange(n), trees, collective, chunks)
-        return b.build()
+        rs, nbytes, top, trees, _ = _trees(topology, ranks, nbytes, root)
+        return rooted_schedule(NAME, collective, topology, rs, nbytes, top, trees, np.arange(len(rs)), chunks)
 
     build.__doc__ = (
         f"{collective.capitalize()} through the groups: two pipelined binary trees between the "

@@ -17,7 +17,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-from arsched.collective.schedule import ScheduleBuilder
+from arsched.algorithms.common import chunk_multiple, pipeline_chunks
+from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.topology.core import Topology
 
 
 @numba.njit(cache=True)
@@ -191,3 +193,29 @@ def add_rooted(
         else:
             sends = (kids, parent[kids], tree_heights(parent)[kids])
         add_pipelined(b, members, sends, op, np.arange(first, chunks, len(trees)))
+
+
+def rooted_schedule(
+    name: str,
+    collective: str,
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    root: str,
+    trees: Sequence[np.ndarray],
+    members: np.ndarray,
+    chunks: int | None,
+) -> Schedule:
+    """`name`'s pipelined Broadcast or Reduce over two trees (`add_rooted`; positions index
+    `members`), half of `chunks` each (even; default: enough to pipeline the deepest path at half
+    a rank's rate, `pipeline_chunks`), on routes spread over equal-cost paths."""
+    n = len(ranks)
+    if chunks is None:
+        chunks = 2 * pipeline_chunks(topology, ranks, nbytes, int(max(tree_depths(p).max() for p in trees)))
+    chunks = chunk_multiple(chunks, 2, name, ranks=n, paths=4 * n)
+    b = ScheduleBuilder(
+        topology, ranks, nbytes, chunks, name, {"params": {"chunks": chunks}}, spread=True,
+        collective=collective, root=root,
+    )  # fmt: skip
+    add_rooted(b, members, trees, collective, chunks)
+    return b.build()
