@@ -21,12 +21,12 @@ chunk crosses about log2 G groups and log2 of a group's size within each. Reduce
 trees with every edge reversed, a rank adding its chunk into its parent once all its
 children's have arrived.
 
-AllReduce is Reduce up both trees and Broadcast back down, pipelined, from the first rank: on
-the real Clos at 256 MB 1.146× the bound with 932 chunks, 1.221× with 256, where the ring is
-1.372× (α at each of its 1,692 steps) and halving-doubling 16×; at 16 MB 1.65× against the ring's
-6.96×. Its chunks are capped at `MAX_CHUNKS`: the flow model's event simulation of the 932-chunk
-plan took 222 s (3.8 million event instants), of the 256-chunk one 46 s (one-off runs), and
-`auto` must simulate what it chooses within its budget.
+AllReduce is Reduce up both trees and Broadcast back down, pipelined, from the first rank
+(`benchmarks/bench_auto.py`: `auto` picks it on the real Clos, where a ring pays α at each of
+its 2·(N − 1) steps). Its chunks are capped at `MAX_CHUNKS`: more chunks shorten the pipeline's
+fill, but the flow model's event simulation of these contended trees grows faster than their
+transfers (four times the chunks took about five times as long in the commit's one-off runs),
+and `auto` must simulate what it chooses within its budget.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
 NAME = "group-trees"
-MAX_CHUNKS = 256  # AllReduce: its contended event simulation grows faster than its transfers (see the module)
+MAX_CHUNKS = 256  # AllReduce's chunks at most (module docstring)
 
 
 def _hang(parent: np.ndarray, below: int, nodes: list[int]) -> None:
