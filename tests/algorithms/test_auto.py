@@ -163,6 +163,7 @@ def test_a_simulation_cut_short_is_retried_at_the_end_then_noted(monkeypatch, cu
 
     monkeypatch.setattr(auto, "simulate_flow", cut)
     monkeypatch.delitem(get("ring").floors, "allreduce")  # its floor would send it last
+    monkeypatch.setattr(auto, "_busiest_link", lambda schedule: 0.0)  # none kept for later by it
     s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, candidates=["dbtree", "ring", "rhd"])
     assert validate(s).ok
     assert [c[0] for c in calls] == ["dbtree", "ring", "rhd", "ring"]
@@ -199,6 +200,7 @@ def test_cut_simulations_are_retried_most_promising_first_past_the_budget(monkey
 
     monkeypatch.setattr(auto, "simulate_flow", cut)
     monkeypatch.delitem(get("ring").floors, "allreduce")
+    monkeypatch.setattr(auto, "_busiest_link", lambda schedule: 0.0)  # none kept for later by it
     topo = parse_spec("torus:dims=3x3")
     s = build("auto", topo, None, 1e6, budget=budget, candidates=["dbtree", "ring", "rhd"])
     assert validate(s).ok
@@ -279,3 +281,26 @@ def test_the_most_pairs_in_a_step_are_counted_pair_by_pair(name):
     for step, src, dst in zip(s.step.tolist(), s.src.tolist(), s.dst.tolist(), strict=True):
         pairs.setdefault(step, set()).add((src, dst))
     assert _most_pairs_in_a_step(s) == max(len(p) for p in pairs.values())
+
+
+def test_a_first_schedule_far_from_the_bound_is_simulated_after_the_others(monkeypatch):
+    """Halving-doubling on a 4×4 torus is several times the bound by its busiest link alone: built
+    first, it waits while the native scheme is simulated, which comes within GOOD_ENOUGH and ends
+    the search, so its own (contended) simulation never runs."""
+    import arsched.algorithms.auto as auto
+
+    real = auto.simulate_flow
+    simulated = []
+
+    def record(schedule, *args, **kwargs):
+        simulated.append(schedule.algorithm)
+        return real(schedule, *args, **kwargs)
+
+    monkeypatch.setattr(auto, "simulate_flow", record)
+    s = build("auto", parse_spec("torus:dims=4x4"), None, 256e6, candidates=["rhd", "torus-native"])
+    assert s.algorithm == "torus-native" and simulated == ["torus-native"]
+    rhd = next(c for c in s.meta["auto"]["candidates"] if c["algorithm"] == "rhd")
+    assert rhd == {
+        "algorithm": "rhd",
+        "note": f"not simulated: one within {auto.GOOD_ENOUGH:g}× the bound came first",
+    }

@@ -28,8 +28,12 @@ never built). The search ends early once a schedule is within `GOOD_ENOUGH` of t
 no other can then be more than that faster. A schedule with more than `CROWDED` rank pairs
 sending in one step (a sharded PS over a thousand ranks: a million flows at once, minutes of
 event simulation) is simulated after the others, and not at all once one of them is within
-`GOOD_ENOUGH` or the time has run out. The result is deterministic unless the time runs short
-(the meta then says which candidates were not tried or not simulated to their end);
+`GOOD_ENOUGH` or the time has run out. Until one schedule has been simulated, and while the
+budget lasts, a built one whose busiest link alone keeps it above `GOOD_ENOUGH` of the bound is
+simulated after the others too (halving-doubling on an oversubscribed Clos: many times the bound
+by its busiest link, and its contended simulation the slowest of all), so that the ones
+simulated first screen it. The result is deterministic unless the time runs short (the meta
+then says which candidates were not tried or not simulated to their end);
 synthesis times go to the log (`arsched -v`), not into the schedule, so the same inputs give
 the same bytes.
 """
@@ -55,7 +59,8 @@ from arsched.defaults import MODELS, default_alpha
 from arsched.errors import ArschedError, NotFaster, OutOfTime
 from arsched.limits import LimitError
 from arsched.sim import simulate_flow, simulate_rounds
-from arsched.sim.result import schedule_bound
+from arsched.sim.paths import compile_paths
+from arsched.sim.result import link_bytes, schedule_bound
 from arsched.topology.core import Topology
 
 log = logging.getLogger(__name__)
@@ -225,6 +230,15 @@ def search(
         if _most_pairs_in_a_step(schedule) > CROWDED:
             later.append((np.inf, schedule))  # its event simulation is the costly one: the others first
             continue
+        if (
+            best is None
+            and model == "flow"
+            and time.monotonic() < deadline  # a spent budget takes the first schedule built
+            and (busy := _busiest_link(schedule)) > GOOD_ENOUGH * schedule_bound(schedule, a)
+        ):
+            log.info("auto: %s kept for after the others: its busiest link alone is above the bound", name)
+            later.append((busy, schedule))  # then screened against the best by `give_up_above`
+            continue
         # an equal share of what is left, so that one slow simulation cannot starve the rest
         share = (deadline - time.monotonic()) / (len(names) - i + len(later))
         if (floor := simulate(schedule, time.monotonic() + share)) is not None:
@@ -258,6 +272,13 @@ def search(
         "candidates": tried,
     }
     return dataclasses.replace(chosen, meta=meta)
+
+
+def _busiest_link(schedule: Schedule) -> float:
+    """Seconds the schedule's busiest link needs for its bytes: a lower bound on its flow time."""
+    if not len(schedule):
+        return 0.0
+    return float((link_bytes(schedule, compile_paths(schedule)) / schedule.topology.compiled.capacity).max())
 
 
 def _most_pairs_in_a_step(schedule: Schedule) -> int:
