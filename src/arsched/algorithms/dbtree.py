@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arsched.algorithms.common import check_nbytes, check_ranks, check_root, chunk_multiple, ring_order
+from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_tree, rooted_schedule
+from arsched.algorithms.trees import add_tree, rooted_builder
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -110,34 +110,23 @@ def rooted_trees(n: int) -> tuple[np.ndarray, np.ndarray]:
     return trees[0], trees[1]
 
 
-def _rooted(collective: str):
-    """The dbtree builder of a rooted collective (module docstring)."""
+def _plan(
+    topology: Topology, rs: tuple[str, ...], root: int
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """`rooted_trees` over the ranks in ring order from the root (module docstring)."""
+    order = [rs.index(r) for r in ring_order(topology, rs)]
+    at = order.index(root)
+    return rooted_trees(len(rs)), np.array(order[at:] + order[:at])
 
-    def build(
-        topology: Topology,
-        ranks: Sequence[str] | None = None,
-        nbytes: float = 1e8,
-        chunks: int | None = None,
-        root: str | None = None,
-    ) -> Schedule:
-        rs = check_ranks(topology, ranks, "dbtree")
-        nbytes = check_nbytes(nbytes, "dbtree")
-        top = check_root(rs, root, "dbtree")
-        n = len(rs)
-        order = list(ring_order(topology, rs))
-        order = order[order.index(top) :] + order[: order.index(top)]  # the root at position 0
-        members = np.array([rs.index(r) for r in order])
-        return rooted_schedule(
-            "dbtree", collective, topology, rs, nbytes, top, rooted_trees(n), members, chunks
+
+for _collective in ("broadcast", "reduce"):
+    register("dbtree", "", _collective)(
+        rooted_builder(
+            "dbtree",
+            _collective,
+            _plan,
+            f"Double binary tree {_collective}: two pipelined binary trees over the other ranks, "
+            f"{'fed by' if _collective == 'broadcast' else 'adding into'} the root, half of the "
+            "`chunks` each (even; default: enough to pipeline the trees' depth).",
         )
-
-    build.__doc__ = (
-        f"Double binary tree {collective}: two pipelined binary trees over the other ranks, "
-        f"{'fed by' if collective == 'broadcast' else 'adding into'} the root, half of the "
-        "`chunks` each (even; default: enough to pipeline the trees' depth)."
     )
-    return build
-
-
-register("dbtree", "", "broadcast")(_rooted("broadcast"))
-register("dbtree", "", "reduce")(_rooted("reduce"))

@@ -38,7 +38,6 @@ import numpy as np
 from arsched.algorithms.common import (
     check_nbytes,
     check_ranks,
-    check_root,
     chunk_multiple,
     pipeline_chunks,
     ring_order,
@@ -46,7 +45,7 @@ from arsched.algorithms.common import (
 from arsched.algorithms.dbtree import leaf_parity_tree, rooted_trees
 from arsched.algorithms.groups import candidate_groups
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_tree, rooted_schedule, tree_depths, tree_heights
+from arsched.algorithms.trees import add_tree, rooted_builder, tree_depths, tree_heights
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -168,15 +167,13 @@ def _groups_in_order(topology: Topology, rs: tuple[str, ...], root: int) -> list
 
 
 def _trees(
-    topology: Topology, ranks: Sequence[str] | None, nbytes: float, root: str | None
-) -> tuple[tuple[str, ...], float, str, tuple[np.ndarray, np.ndarray], int]:
-    """The checked ranks, size and root, the two trees and their depth."""
+    topology: Topology, ranks: Sequence[str] | None, nbytes: float
+) -> tuple[tuple[str, ...], float, tuple[np.ndarray, np.ndarray], int]:
+    """The checked ranks and size, the two trees from the first rank and their depth."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
-    top = check_root(rs, root, NAME)
-    r0 = rs.index(top)
-    trees = group_trees(_groups_in_order(topology, rs, r0), r0, len(rs))
-    return rs, nbytes, top, trees, int(max(tree_depths(p).max() for p in trees))
+    trees, _ = _plan(topology, rs, 0)
+    return rs, nbytes, trees, int(max(tree_depths(p).max() for p in trees))
 
 
 @register(NAME, "two binary trees between groups (racks, boxes) and two inside each; pipelined")
@@ -189,7 +186,7 @@ def group_trees_allreduce(
     `dbtree` does over its trees. Every rank sends its half-chunks up and at most two down, so
     its link carries about 2·M each way, the single-link bound, and every rack about 2·M across
     its uplinks."""
-    rs, nbytes, _, trees, hops = _trees(topology, ranks, nbytes, None)
+    rs, nbytes, trees, hops = _trees(topology, ranks, nbytes)
     n = len(rs)
     if chunks is None:
         chunks = min(2 * pipeline_chunks(topology, rs, nbytes, 2 * hops), MAX_CHUNKS)
@@ -200,26 +197,20 @@ def group_trees_allreduce(
     return b.build()
 
 
-def _rooted(collective: str):
-    """The group-trees builder of a rooted collective (module docstring)."""
+def _plan(
+    topology: Topology, rs: tuple[str, ...], root: int
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    return group_trees(_groups_in_order(topology, rs, root), root, len(rs)), np.arange(len(rs))
 
-    def build(
-        topology: Topology,
-        ranks: Sequence[str] | None = None,
-        nbytes: float = 1e8,
-        chunks: int | None = None,
-        root: str | None = None,
-    ) -> Schedule:
-        rs, nbytes, top, trees, _ = _trees(topology, ranks, nbytes, root)
-        return rooted_schedule(NAME, collective, topology, rs, nbytes, top, trees, np.arange(len(rs)), chunks)
 
-    build.__doc__ = (
-        f"{collective.capitalize()} through the groups: two pipelined binary trees between the "
-        "groups and two inside each, half of the `chunks` each (even; default: enough to "
-        "pipeline the deepest path)."
+for _collective in ("broadcast", "reduce"):
+    register(NAME, "", _collective)(
+        rooted_builder(
+            NAME,
+            _collective,
+            _plan,
+            f"{_collective.capitalize()} through the groups: two pipelined binary trees between the "
+            "groups and two inside each, half of the `chunks` each (even; default: enough to "
+            "pipeline the deepest path).",
+        )
     )
-    return build
-
-
-register(NAME, "", "broadcast")(_rooted("broadcast"))
-register(NAME, "", "reduce")(_rooted("reduce"))

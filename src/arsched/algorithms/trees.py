@@ -10,14 +10,14 @@ edges on the longest path down to a leaf (leaves 0; the root's height is the tre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-from arsched.algorithms.common import chunk_multiple, pipeline_chunks
+from arsched.algorithms.common import check_nbytes, check_ranks, check_root, chunk_multiple, pipeline_chunks
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -219,3 +219,29 @@ def rooted_schedule(
     )  # fmt: skip
     add_rooted(b, members, trees, collective, chunks)
     return b.build()
+
+
+Plan = Callable[[Topology, tuple[str, ...], int], tuple[Sequence[np.ndarray], np.ndarray]]
+"""plan(topology, ranks, root's index): the trees of a rooted collective (parents over
+positions, the root at a position with parent −1 in each) and the rank index at each position."""
+
+
+def rooted_builder(name: str, collective: str, plan: Plan, doc: str) -> Callable[..., Schedule]:
+    """`name`'s builder of `collective` (Broadcast or Reduce) over the trees `plan` gives
+    (`rooted_schedule`), with the registry's rooted signature and the docstring `doc`."""
+
+    def build(
+        topology: Topology,
+        ranks: Sequence[str] | None = None,
+        nbytes: float = 1e8,
+        chunks: int | None = None,
+        root: str | None = None,
+    ) -> Schedule:
+        rs = check_ranks(topology, ranks, name)
+        nbytes = check_nbytes(nbytes, name)
+        top = check_root(rs, root, name)
+        trees, members = plan(topology, rs, rs.index(top))
+        return rooted_schedule(name, collective, topology, rs, nbytes, top, trees, members, chunks)
+
+    build.__doc__ = doc
+    return build
