@@ -13,8 +13,8 @@ two 8-GPU boxes (NVSwitch and rail NICs).
 
 At scale (`--scale`, its own table): Broadcast and Reduce on 128 to 1,024 ranks, where tree
 packing stops (256 ranks) and a chain pays α at every one of its N − 1 hops: two fat-trees,
-sixteen H100 boxes and the real 847-host production Clos of `shared/data` (racks of 3 to 24
-servers on one to three 100 Gb/s uplinks).
+16 H100 boxes, 128 A100 boxes (1,024 GPUs) and the real 847-host production Clos of
+`shared/data` (racks of 3 to 24 servers on one to three 100 Gb/s uplinks).
 
 Run: python benchmarks/bench_collectives.py [--quick] [--only COLLECTIVE ...] [--network SPEC ...]
 (`--only` and `--network` rerun those collectives' rows on those networks, every one where
@@ -56,7 +56,7 @@ NETWORKS = [
 QUICK = NETWORKS[:3]
 CLOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "lingjun2023_topo.csv"
 SCALE_SECTION = "Broadcast and Reduce at scale"
-SCALE_NETWORKS = ["fattree:k=8", "hgx:boxes=16,gen=h100", str(CLOS), "fattree:k=16"]
+SCALE_NETWORKS = ["fattree:k=8", "hgx:boxes=16,gen=h100", str(CLOS), "fattree:k=16", "hgx:boxes=128"]
 SIZES = (256e6, 16e6)
 TARGET = {"alltoall": 1.10}  # the others: 1.05
 
@@ -172,7 +172,9 @@ def scale() -> None:
         "buffer. On the real Clos (48 racks of 3 to 24 servers, one to three 100 Gb/s uplinks each) "
         "dbtree's edges between racks crowd the uplinks (up to seven tree edges, 3.5 buffers, on one "
         "rack's single uplink). On GPU boxes both put each half through one NIC of a box; tree "
-        "packing's rail trees use them all. `lingjun2023_topo` is `shared/data/lingjun2023_topo.csv`. "
+        "packing's rail trees and `rail-dbtree` (a part per rail, down binary trees over the boxes "
+        "along it, then over each box's fabric) use them all. `lingjun2023_topo` is "
+        "`shared/data/lingjun2023_topo.csv`. "
         "Produced by `benchmarks/bench_collectives.py --scale`.",
         table,
     )

@@ -31,7 +31,12 @@ SPECS = [
     "leafspine:leaves=3,spines=2,servers_per_leaf=3",
 ]
 PAIRS = [(a.name, c) for c in OTHERS for a in algorithms(c)]
-FAMILY = {"bcube-native", "torus-native", "hierarchical"}  # one family's design: elsewhere not applicable
+FAMILY = {
+    "bcube-native",
+    "torus-native",
+    "hierarchical",
+    "rail-dbtree",
+}  # one family's design: elsewhere not applicable
 
 
 def build_or_skip(name, *args):
@@ -120,6 +125,7 @@ def test_the_registry_says_who_builds_what():
         "ring",
         "dbtree",
         "group-trees",
+        "rail-dbtree",
         "direct",
         "tree-packing",
         "auto",

@@ -73,6 +73,7 @@ FAMILY = {
     "bcube-native": ["bcube:n=2,k=1"],
     "torus-native": ["torus:dims=2x2"],
     "hierarchical": ["leafspine:leaves=2,spines=1,servers_per_leaf=2"],
+    "rail-dbtree": ["hgx:boxes=2,gpus_per_box=2"],
 }
 BUILT = [
     (spec, c, a.name)

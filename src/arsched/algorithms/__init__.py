@@ -16,6 +16,7 @@ from arsched.algorithms import (  # noqa: F401  (importing a module registers it
     multiring,
     packing,
     ps,
+    rail_dbtree,
     rail_first,
     rhd,
     ring,

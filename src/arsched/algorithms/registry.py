@@ -150,6 +150,7 @@ ORDER = (
     "multi-ring",
     "dbtree",
     "group-trees",
+    "rail-dbtree",
     "bcube-native",
     "torus-native",
     "hierarchical",

@@ -206,13 +206,15 @@ def rooted_schedule(
     members: np.ndarray,
     chunks: int | None,
 ) -> Schedule:
-    """`name`'s pipelined Broadcast or Reduce over two trees (`add_rooted`; positions index
-    `members`), half of `chunks` each (even; default: enough to pipeline the deepest path at half
-    a rank's rate, `pipeline_chunks`), on routes spread over equal-cost paths."""
-    n = len(ranks)
+    """`name`'s pipelined Broadcast or Reduce over `trees` (`add_rooted`; positions index
+    `members`), an equal share of `chunks` each (a multiple of their number; default: enough to
+    pipeline the deepest path, each tree's share of the buffer at half a rank's rate,
+    `pipeline_chunks`), on routes spread over equal-cost paths."""
+    n, k = len(ranks), len(trees)
     if chunks is None:
-        chunks = 2 * pipeline_chunks(topology, ranks, nbytes, int(max(tree_depths(p).max() for p in trees)))
-    chunks = chunk_multiple(chunks, 2, name, ranks=n, paths=4 * n)
+        hops = int(max(tree_depths(p).max() for p in trees))
+        chunks = k * pipeline_chunks(topology, ranks, nbytes * 2 / k, hops)
+    chunks = chunk_multiple(chunks, k, name, ranks=n, paths=2 * k * n)
     b = ScheduleBuilder(
         topology, ranks, nbytes, chunks, name, {"params": {"chunks": chunks}}, spread=True,
         collective=collective, root=root,
