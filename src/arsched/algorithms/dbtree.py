@@ -24,7 +24,7 @@ import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple, ring_order
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_tree, rooted_builder
+from arsched.algorithms.trees import add_tree, register_rooted
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -119,14 +119,10 @@ def _plan(
     return rooted_trees(len(rs)), np.array(order[at:] + order[:at])
 
 
-for _collective in ("broadcast", "reduce"):
-    register("dbtree", "", _collective)(
-        rooted_builder(
-            "dbtree",
-            _collective,
-            _plan,
-            f"Double binary tree {_collective}: two pipelined binary trees over the other ranks, "
-            f"{'fed by' if _collective == 'broadcast' else 'adding into'} the root, half of the "
-            "`chunks` each (even; default: enough to pipeline the trees' depth).",
-        )
-    )
+register_rooted(
+    "dbtree",
+    "",
+    _plan,
+    "{what} the root: two pipelined binary trees over the other ranks, half of the `chunks` each "
+    "(even; default: enough to pipeline the trees' depth).",
+)

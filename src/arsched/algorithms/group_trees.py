@@ -45,7 +45,7 @@ from arsched.algorithms.common import (
 from arsched.algorithms.dbtree import leaf_parity_tree, rooted_trees
 from arsched.algorithms.groups import candidate_groups
 from arsched.algorithms.registry import register
-from arsched.algorithms.trees import add_tree, rooted_builder, tree_depths, tree_heights
+from arsched.algorithms.trees import add_tree, register_rooted, tree_depths, tree_heights
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -203,14 +203,10 @@ def _plan(
     return group_trees(_groups_in_order(topology, rs, root), root, len(rs)), np.arange(len(rs))
 
 
-for _collective in ("broadcast", "reduce"):
-    register(NAME, "", _collective)(
-        rooted_builder(
-            NAME,
-            _collective,
-            _plan,
-            f"{_collective.capitalize()} through the groups: two pipelined binary trees between the "
-            "groups and two inside each, half of the `chunks` each (even; default: enough to "
-            "pipeline the deepest path).",
-        )
-    )
+register_rooted(
+    NAME,
+    "",
+    _plan,
+    "{what} the root through the groups: two pipelined binary trees between the groups and two "
+    "inside each, half of the `chunks` each (even; default: enough to pipeline the deepest path).",
+)

@@ -22,8 +22,8 @@ import numpy as np
 
 from arsched.algorithms.dbtree import rooted_trees
 from arsched.algorithms.groups import align, candidate_groups
-from arsched.algorithms.registry import NotApplicable, register
-from arsched.algorithms.trees import rooted_builder
+from arsched.algorithms.registry import NotApplicable
+from arsched.algorithms.trees import register_rooted
 from arsched.topology.core import Topology
 
 NAME = "rail-dbtree"
@@ -71,14 +71,11 @@ def _plan(topology: Topology, rs: tuple[str, ...], root: int) -> tuple[list[np.n
     return rail_trees(grid, root, len(rs)), np.arange(len(rs))
 
 
-for _collective in ("broadcast", "reduce"):
-    register(NAME, "double binary trees along the rails, a star in each box: GPU clusters", _collective)(
-        rooted_builder(
-            NAME,
-            _collective,
-            _plan,
-            f"{_collective.capitalize()} along the rails of GPU boxes: a part per rail and half, "
-            "down a binary tree over the boxes and over each box's fabric (module docstring); "
-            "`chunks` a multiple of the number of trees (default: enough to pipeline them).",
-        )
-    )
+register_rooted(
+    NAME,
+    "double binary trees along the rails, a star in each box: GPU clusters",
+    _plan,
+    "{what} the root along the rails of GPU boxes: a part per rail and half, down a binary tree "
+    "over the boxes and over each box's fabric (module docstring); `chunks` a multiple of the "
+    "number of trees (default: enough to pipeline them).",
+)

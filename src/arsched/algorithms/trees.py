@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from arsched.algorithms.common import check_nbytes, check_ranks, check_root, chunk_multiple, pipeline_chunks
+from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.topology.core import Topology
 
@@ -226,6 +227,13 @@ def rooted_schedule(
 Plan = Callable[[Topology, tuple[str, ...], int], tuple[Sequence[np.ndarray], np.ndarray]]
 """plan(topology, ranks, root's index): the trees of a rooted collective (parents over
 positions, the root at a position with parent −1 in each) and the rank index at each position."""
+
+
+def register_rooted(name: str, summary: str, plan: Plan, doc: str) -> None:
+    """Register `name`'s Broadcast and Reduce over the trees `plan` gives (`rooted_builder`),
+    each with the docstring `doc` (formatted with `what`: 'Broadcast from' or 'Reduce into')."""
+    for collective, what in (("broadcast", "Broadcast from"), ("reduce", "Reduce into")):
+        register(name, summary, collective)(rooted_builder(name, collective, plan, doc.format(what=what)))
 
 
 def rooted_builder(name: str, collective: str, plan: Plan, doc: str) -> Callable[..., Schedule]:
