@@ -105,13 +105,11 @@ def group_trees(groups: list[list[int]], root: int, n: int) -> tuple[np.ndarray,
     between = rooted_trees(len(groups)) if len(groups) > 1 else (np.array([-1]), np.array([-1]))
     kids = _children(trees[0]) + _children(trees[1])
     for half, (parent, up) in enumerate(zip(trees, between, strict=True)):
-        depth = np.zeros(n, dtype=np.int64)  # below the group's entry, in this half's tree
+        depth = tree_depths(parent)  # below the group's entry: edges between groups come next
         for g in np.argsort(tree_depths(up), kind="stable").tolist():  # parent groups first
             if up[g] < 0 or inside[g] is None:
                 continue
             feeders = [r for r in groups[up[g]] if r != root or inside[up[g]] is None]
-            d = tree_depths(np.where(label[parent.clip(0)] == label, parent, -1))  # inside groups
-            depth[groups[up[g]]] = d[groups[up[g]]]
             u = min(feeders, key=lambda r: (kids[r] >= 2, depth[r], r))
             parent[inside[g][0][half]] = u
             kids[u] += 1

@@ -37,26 +37,29 @@ def rail_trees(grid: np.ndarray, root: int, n: int) -> list[np.ndarray]:
     rows = np.roll(np.arange(boxes), -b0)  # the root's box first
     halves = rooted_trees(boxes) if boxes > 1 else (np.array([-1]), np.array([-1]))
     mates = [int(grid[b0, k]) for k in range(g) if k != j0]
-    trees = []
-    for forwarder in mates:
-        for j in range(g):
-            for half in halves:
-                parent = np.full(n, -1)
-                rail = grid[rows, j]
-                inner = half >= 0
-                parent[rail[inner]] = rail[half[inner]]  # down the rail, box by box
-                for b in rows:  # each box's rail GPU to its mates
-                    for k in range(g):
-                        if k != j:
-                            parent[grid[b, k]] = grid[b, j]
-                if j != j0:
-                    parent[grid[b0, j]] = root
-                else:  # the root's own rail: through the forwarder to the others
-                    parent[mates] = forwarder
-                    parent[forwarder] = root
+    parts = {}  # (rail, half) -> its tree; the root's own rail's per forwarder
+    for j in range(g):
+        for h, half in enumerate(halves):
+            parent = np.full(n, -1)
+            rail = grid[rows, j]
+            inner = half >= 0
+            parent[rail[inner]] = rail[half[inner]]  # down the rail, box by box
+            others = np.delete(np.arange(g), j)
+            parent[grid[:, others]] = grid[:, j : j + 1]  # each box's rail GPU to its mates
+            if j != j0:
+                parent[grid[b0, j]] = root
                 parent[root] = -1
-                trees.append(parent)
-    return trees
+                parts[j, h] = parent
+            else:  # the root's own rail: through the forwarder to the others
+                for forwarder in mates:
+                    via = parent.copy()
+                    via[mates] = forwarder
+                    via[forwarder] = root
+                    via[root] = -1
+                    parts[j, h, forwarder] = via
+    return [
+        parts[(j, h, f) if j == j0 else (j, h)] for f in mates for j in range(g) for h in range(len(halves))
+    ]
 
 
 def _plan(topology: Topology, rs: tuple[str, ...], root: int) -> tuple[list[np.ndarray], np.ndarray]:
