@@ -68,7 +68,7 @@ from arsched.algorithms.dimension_ordered import phase
 from arsched.algorithms.groups import align, candidate_groups, usable
 from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
-from arsched.algorithms.routes import route
+from arsched.algorithms.routes import STRIPES, route, striped_usage
 from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
@@ -272,7 +272,7 @@ def estimate(
     step, src, dst = tally.columns()
     phase = (step >= plan.inner_steps).astype(np.int64) + (step >= plan.inner_steps + plan.rail_steps)
     routes = route(topology, ranks, src, dst, spread=True)
-    usage = routes.link_matrix(topology.compiled.num_links)
+    usage = striped_usage(topology, ranks, routes, STRIPES)
     pair = routes.index(src, dst, n)
     cap = topology.compiled.capacity
     chunk = nbytes / n
@@ -412,7 +412,9 @@ def _schedule(
         "pieces": pieces,
         "chunks": chunks,
     }
-    b = ScheduleBuilder(topology, rs, nbytes, chunks, NAME, {"params": params}, spread=True)
+    b = ScheduleBuilder(
+        topology, rs, nbytes, chunks, NAME, {"params": params}, spread=True, multipath=STRIPES
+    )
     emit(b, plan, pieces)
     return b.build()
 

@@ -23,6 +23,7 @@ import numpy as np
 from arsched.algorithms.dbtree import rooted_trees
 from arsched.algorithms.groups import align, candidate_groups
 from arsched.algorithms.registry import NotApplicable
+from arsched.algorithms.routes import STRIPES
 from arsched.algorithms.trees import register_rooted
 from arsched.topology.core import Topology
 
@@ -81,4 +82,5 @@ register_rooted(
     "{what} the root along the rails of GPU boxes: a part per rail and half, down a binary tree "
     "over the boxes and over each box's fabric (module docstring); `chunks` a multiple of the "
     "number of trees (default: enough to pipeline them).",
+    STRIPES,
 )

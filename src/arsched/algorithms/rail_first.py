@@ -38,6 +38,7 @@ from arsched.algorithms.common import check_nbytes, check_ranks
 from arsched.algorithms.groups import align
 from arsched.algorithms.hierarchical import NAME, usable_groupings
 from arsched.algorithms.registry import register
+from arsched.algorithms.routes import STRIPES
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
@@ -125,8 +126,9 @@ def _schedule(
     check_schedule(NAME, n, n * per, n * per * (n - 1))
     params = {"groups": [[rs[i] for i in row] for row in grid.tolist()], "pieces": sizes}
     b = ScheduleBuilder(
-        topology, rs, nbytes, n * per, NAME, {"params": params}, spread=True, collective=collective
-    )
+        topology, rs, nbytes, n * per, NAME, {"params": params}, spread=True, collective=collective,
+        multipath=STRIPES,
+    )  # fmt: skip
     step, chunk, src, dst = _allgather(grid, np.repeat(np.arange(len(sizes)), sizes))
     if collective == "allgather":
         b.add_rank_arrays(step, chunk, src, dst, "copy")

@@ -20,6 +20,12 @@ from arsched.collective.schedule import ScheduleBuilder
 from arsched.csr import gather
 from arsched.topology.core import Topology
 
+STRIPES = 4
+"""The GPU-fabric schemes (`hierarchical`, its AllGather and ReduceScatter, `rail-dbtree`)
+stripe a rank pair's transfers over its distinct routes among the first this many spread ones
+(`ScheduleBuilder(multipath=)`), as a runtime does with several queue pairs per connection: a
+dual-plane fabric's NIC has a port per plane (`gpufabric`), and one route per pair would use one."""
+
 
 @dataclass(frozen=True)
 class Routes:
@@ -85,6 +91,20 @@ def route(
         return Routes(src, dst, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
     ptr, links = topology.router.link_paths(nodes[src], nodes[dst], spread=spread)
     return Routes(src, dst, ptr, links)
+
+
+def striped_usage(topology: Topology, ranks: Sequence[str], routes: Routes, stripes: int) -> sp.csr_array:
+    """The (pairs × links) share of each routed pair's bytes on every link when the pair's
+    transfers take the routes `Router.striped_paths` keeps among its first `stripes` in turn
+    (`ScheduleBuilder(multipath=stripes)`): an equal share on each."""
+    c = topology.compiled
+    nodes = np.array([c.index[r] for r in ranks])
+    ptr, keep, links = topology.router.striped_paths(nodes[routes.src], nodes[routes.dst], stripes)
+    per_pair = np.repeat(np.arange(len(routes.src)), np.diff(ptr))
+    rows = np.concatenate([per_pair[keep[per_pair, k]] for k in range(stripes)])
+    cols = np.concatenate([lk[keep[per_pair, k]] for k, lk in enumerate(links)])
+    share = 1.0 / keep.sum(axis=1)
+    return sp.csr_array((share[rows], (rows, cols)), shape=(len(routes.src), c.num_links))
 
 
 def all_pairs(topology: Topology, ranks: Sequence[str], spread: bool = True) -> Routes:

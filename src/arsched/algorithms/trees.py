@@ -180,12 +180,19 @@ def add_tree(
 
 
 def add_rooted(
-    b: ScheduleBuilder, members: np.ndarray, trees: Sequence[np.ndarray], collective: str, chunks: int
+    b: ScheduleBuilder,
+    members: np.ndarray,
+    trees: Sequence[np.ndarray],
+    collective: str,
+    chunks: int,
+    per_step: int = 1,
 ) -> None:
     """A Broadcast (copies down) or Reduce (adds up) over `trees` (parents over positions of
     `members`, rooted at the collective's root), chunk c on tree c mod len(trees), pipelined: a
-    rank at depth d passes its tree's k-th chunk on at step d − 1 + k (Broadcast), a rank of
-    height h adds it into its parent at step h + k (Reduce)."""
+    rank at depth d passes its tree's k-th chunk on at step d − 1 + k // per_step (Broadcast), a
+    rank of height h adds it into its parent at step h + k // per_step (Reduce): `per_step`
+    chunks at once on every edge, which a striped connection (`ScheduleBuilder(multipath=)`)
+    sends over as many routes."""
     op = "copy" if collective == "broadcast" else "reduce"
     for first, parent in enumerate(trees):
         kids = np.flatnonzero(parent >= 0)
@@ -193,7 +200,8 @@ def add_rooted(
             sends = (parent[kids], kids, tree_depths(parent)[kids] - 1)
         else:
             sends = (kids, parent[kids], tree_heights(parent)[kids])
-        add_pipelined(b, members, sends, op, np.arange(first, chunks, len(trees)))
+        mine = np.arange(first, chunks, len(trees))
+        add_pipelined(b, members, sends, op, mine, np.arange(len(mine)) // per_step)
 
 
 def rooted_schedule(
@@ -206,21 +214,30 @@ def rooted_schedule(
     trees: Sequence[np.ndarray],
     members: np.ndarray,
     chunks: int | None,
+    multipath: int = 1,
 ) -> Schedule:
     """`name`'s pipelined Broadcast or Reduce over `trees` (`add_rooted`; positions index
     `members`), an equal share of `chunks` each (a multiple of their number; default: enough to
     pipeline the deepest path, each tree's share of the buffer at half a rank's rate,
-    `pipeline_chunks`), on routes spread over equal-cost paths."""
+    `pipeline_chunks`), on routes spread over equal-cost paths. With `multipath`, a pair's
+    transfers are striped over its first `multipath` routes (`ScheduleBuilder`), and where a
+    tree edge has w > 1 distinct ones, every edge carries w chunks per step (the default chunks
+    w times as many): a connection serialises its steps, so one chunk per step would use one
+    route at a time."""
     n, k = len(ranks), len(trees)
+    probe = ScheduleBuilder(topology, ranks, nbytes, 1, name, spread=True, multipath=multipath)
+    edges = [(members[np.flatnonzero(p >= 0)], members[p[p >= 0]]) for p in trees]
+    src, dst = (np.concatenate(x) for x in zip(*edges, strict=True))
+    per_step = int(max(probe.ways(src, dst).max(initial=1), probe.ways(dst, src).max(initial=1)))
     if chunks is None:
         hops = int(max(tree_depths(p).max() for p in trees))
-        chunks = k * pipeline_chunks(topology, ranks, nbytes * 2 / k, hops)
-    chunks = chunk_multiple(chunks, k, name, ranks=n, paths=2 * k * n)
+        chunks = per_step * k * pipeline_chunks(topology, ranks, nbytes * 2 / k, hops)
+    chunks = chunk_multiple(chunks, k, name, ranks=n, paths=2 * k * n * per_step)
     b = ScheduleBuilder(
         topology, ranks, nbytes, chunks, name, {"params": {"chunks": chunks}}, spread=True,
-        collective=collective, root=root,
+        collective=collective, root=root, multipath=multipath,
     )  # fmt: skip
-    add_rooted(b, members, trees, collective, chunks)
+    add_rooted(b, members, trees, collective, chunks, per_step)
     return b.build()
 
 
@@ -229,16 +246,20 @@ Plan = Callable[[Topology, tuple[str, ...], int], tuple[Sequence[np.ndarray], np
 positions, the root at a position with parent −1 in each) and the rank index at each position."""
 
 
-def register_rooted(name: str, summary: str, plan: Plan, doc: str) -> None:
+def register_rooted(name: str, summary: str, plan: Plan, doc: str, multipath: int = 1) -> None:
     """Register `name`'s Broadcast and Reduce over the trees `plan` gives (`rooted_builder`),
     each with the docstring `doc` (formatted with `what`: 'Broadcast from' or 'Reduce into')."""
     for collective, what in (("broadcast", "Broadcast from"), ("reduce", "Reduce into")):
-        register(name, summary, collective)(rooted_builder(name, collective, plan, doc.format(what=what)))
+        build = rooted_builder(name, collective, plan, doc.format(what=what), multipath)
+        register(name, summary, collective)(build)
 
 
-def rooted_builder(name: str, collective: str, plan: Plan, doc: str) -> Callable[..., Schedule]:
+def rooted_builder(
+    name: str, collective: str, plan: Plan, doc: str, multipath: int = 1
+) -> Callable[..., Schedule]:
     """`name`'s builder of `collective` (Broadcast or Reduce) over the trees `plan` gives
-    (`rooted_schedule`), with the registry's rooted signature and the docstring `doc`."""
+    (`rooted_schedule`, striped over `multipath` routes), with the registry's rooted signature
+    and the docstring `doc`."""
 
     def build(
         topology: Topology,
@@ -251,7 +272,7 @@ def rooted_builder(name: str, collective: str, plan: Plan, doc: str) -> Callable
         nbytes = check_nbytes(nbytes, name)
         top = check_root(rs, root, name)
         trees, members = plan(topology, rs, rs.index(top))
-        return rooted_schedule(name, collective, topology, rs, nbytes, top, trees, members, chunks)
+        return rooted_schedule(name, collective, topology, rs, nbytes, top, trees, members, chunks, multipath)
 
     build.__doc__ = doc
     return build

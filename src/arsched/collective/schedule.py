@@ -195,6 +195,11 @@ class ScheduleBuilder:
     with `spread` with the route spread over equal-cost paths at switches
     (`Router.link_paths(spread=True)`: d-mod-k on fat-trees, as a fabric's ECMP spreads flows),
     so that schedules with many rank pairs at once do not all cross the lowest-index switch.
+    With `multipath` k > 1 (and `spread`), a pair's transfers take in turn, in the order they
+    are added, the routes `Router.striped_paths` keeps among its first k spread ones (those
+    that add capacity): one connection striped over a dual-plane NIC's two ports, or over
+    spines whose links are slower than the NIC, as a runtime does with several queue pairs per
+    connection (one route per pair reaches half a two-port NIC's rate).
     """
 
     def __init__(
@@ -208,9 +213,17 @@ class ScheduleBuilder:
         spread: bool = False,
         collective: str = "allreduce",
         root: str | None = None,
+        multipath: int = 1,
     ) -> None:
         self.topology = topology
         self.spread = spread
+        if not (is_int(multipath) and multipath >= 1):
+            raise ScheduleFormatError(f"multipath must be a positive integer, got {multipath!r}")
+        self.multipath = int(multipath) if spread else 1
+        # multipath: sorted pair codes, their distinct routes' path ids (padded with −1), how
+        # many, and each pair's next turn
+        empty = np.zeros(0, dtype=np.int64)
+        self._stripes = (empty, np.zeros((0, self.multipath), dtype=np.int64), empty, empty)
         self.collective, self.root = collective, root
         self.ranks = tuple(topology.servers if ranks is None else ranks)
         try:
@@ -258,24 +271,29 @@ class ScheduleBuilder:
 
     def _spread_paths(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Intern the spread routes of many node pairs in one vectorised routing call, and
-        return their path ids (a node paired with itself: its default path to itself)."""
-        c = self.topology.compiled
+        return their path ids (a node paired with itself: its default path to itself); they
+        become the pairs' default routes."""
         far = src != dst
         ptr, links = self.topology.router.link_paths(src[far], dst[far], spread=True)
-        starts = ptr[:-1] + np.arange(len(ptr) - 1)  # each path's first node, its source
-        nodes = np.empty(len(links) + len(starts), dtype=np.int64)
-        hop = np.ones(len(nodes), dtype=bool)
-        hop[starts] = False
-        nodes[starts], nodes[hop] = src[far], c.link_dst[links]
-        names = np.asarray(c.node_ids, dtype=object)[nodes].tolist()
-        bounds = np.append(starts, len(nodes)).tolist()
-        interned = self._path_ids
-        found = [interned.setdefault(tuple(names[a:b]), len(interned)) for a, b in itertools.pairwise(bounds)]
+        found = self._intern_routes(src[far], ptr, links)
         self._default.update(zip(zip(src[far].tolist(), dst[far].tolist(), strict=True), found, strict=True))
         out = np.empty(len(src), dtype=np.int64)
         out[far] = found
         out[~far] = [self._default_path(s, d) for s, d in zip(src[~far], dst[~far], strict=True)]
         return out
+
+    def _intern_routes(self, src: np.ndarray, ptr: np.ndarray, links: np.ndarray) -> list[int]:
+        """The path ids (interned) of routes from the nodes `src` over links (CSR `ptr`, `links`)."""
+        c = self.topology.compiled
+        starts = ptr[:-1] + np.arange(len(ptr) - 1)  # each path's first node, its source
+        nodes = np.empty(len(links) + len(starts), dtype=np.int64)
+        hop = np.ones(len(nodes), dtype=bool)
+        hop[starts] = False
+        nodes[starts], nodes[hop] = src, c.link_dst[links]
+        names = np.asarray(c.node_ids, dtype=object)[nodes].tolist()
+        bounds = np.append(starts, len(nodes)).tolist()
+        interned = self._path_ids
+        return [interned.setdefault(tuple(names[a:b]), len(interned)) for a, b in itertools.pairwise(bounds)]
 
     def add(
         self,
@@ -296,7 +314,12 @@ class ScheduleBuilder:
         if path is not None and (isinstance(path, str) or not all(isinstance(n, str) for n in path)):
             raise ScheduleFormatError(f"{where} has a path that is not a list of node ids")
         s, d = self._node(src, where), self._node(dst, where)
-        pid = self._default_path(s, d) if path is None else self.intern_path(path)
+        if path is not None:
+            pid = self.intern_path(path)
+        elif self.multipath > 1 and s != d:
+            pid = int(self._striped(np.array([s]), np.array([d]))[0])
+        else:
+            pid = self._default_path(s, d)
         for col, v in zip(self._rows, (step_i, chunk_i, s, d, OPS.index(op), pid), strict=True):
             col.append(v)
 
@@ -316,7 +339,10 @@ class ScheduleBuilder:
         s = self._rank_nodes[np.asarray(src_rank)]
         d = self._rank_nodes[np.asarray(dst_rank)]
         n = len(s)
-        if path_ids is None:
+        if path_ids is None and self.multipath > 1:
+            s, d = np.broadcast_arrays(s, d)
+            path_ids = self._striped(s.ravel(), d.ravel()).reshape(s.shape)
+        elif path_ids is None:
             num_nodes = self.topology.compiled.num_nodes
             codes, inverse = np.unique(s * num_nodes + d, return_inverse=True)
             path_ids = self._lookup_codes(codes, num_nodes)[inverse.ravel()]
@@ -331,6 +357,73 @@ class ScheduleBuilder:
         self._flush_rows()
         for store, col in zip(self._cols, cols, strict=True):
             store.append(np.asarray(col, dtype=np.int64))
+
+    def ways(self, src_rank: np.ndarray, dst_rank: np.ndarray) -> np.ndarray:
+        """How many distinct routes the pairs src_rank[i] → dst_rank[i] (rank indices) take in
+        turn under `multipath` (1 for every pair without it)."""
+        if self.multipath == 1:
+            return np.ones(len(np.asarray(src_rank)), dtype=np.int64)
+        if self._rank_nodes is None:
+            self._rank_nodes = np.array([self._node(r, "the rank list") for r in self.ranks], dtype=np.int64)
+        num_nodes = self.topology.compiled.num_nodes
+        codes = self._rank_nodes[np.asarray(src_rank)] * num_nodes + self._rank_nodes[np.asarray(dst_rank)]
+        rows = self._stripe_rows(codes)  # may route new pairs: `_stripes` is read after
+        return self._stripes[2][rows]
+
+    def _stripe_rows(self, codes: np.ndarray) -> np.ndarray:
+        """The rows of pair codes (src * num_nodes + dst) in `_stripes`, routing new ones."""
+        known = self._stripes[0]
+        new = np.setdiff1d(codes, known)
+        if len(new):
+            self._add_stripes(new, self.topology.compiled.num_nodes)
+        return np.searchsorted(self._stripes[0], codes)
+
+    def _striped(self, s: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """Path ids of transfers s[i] → d[i] (node indices) under `multipath`: each pair's next
+        distinct route in turn (see the class docstring)."""
+        codes, inverse = np.unique(s * self.topology.compiled.num_nodes + d, return_inverse=True)
+        inverse = inverse.ravel()
+        pos = self._stripe_rows(codes)
+        _, ids, ways, turn = self._stripes
+        # the i-th transfer of a pair in this call takes the pair's turn + i
+        order = np.argsort(inverse, kind="stable")
+        first = np.searchsorted(inverse[order], np.arange(len(codes)))
+        occurrence = np.empty(len(inverse), dtype=np.int64)
+        occurrence[order] = np.arange(len(inverse)) - first[inverse[order]]
+        row = pos[inverse]
+        out = ids[row, (turn[row] + occurrence) % ways[row]]
+        turn[pos] += np.bincount(inverse, minlength=len(codes))
+        return out
+
+    def _add_stripes(self, codes: np.ndarray, num_nodes: int) -> None:
+        """Route new pair codes under every salt and keep each pair's distinct routes (path ids,
+        in salt order, padded with −1) where together they carry more than the first alone (a
+        dual-plane NIC's two ports); elsewhere (spines above a single port) only the first, and
+        only kept routes enter the path table."""
+        a, b = np.divmod(codes, num_nodes)
+        variants = np.full((len(codes), self.multipath), -1, dtype=np.int64)
+        far = np.flatnonzero(a != b)
+        variants[a == b, 0] = [self._default_path(x, x) for x in a[a == b].tolist()]
+        if len(far):
+            ptr, keep, routes = self.topology.router.striped_paths(a[far], b[far], self.multipath)
+            hops = np.diff(ptr)
+            for k, links in enumerate(routes):  # salt 0's routes for every pair first, as unstriped
+                rows = np.flatnonzero(keep[:, k])
+                sub_ptr = np.concatenate([[0], np.cumsum(hops[rows])])
+                idx = np.repeat(ptr[rows] - sub_ptr[:-1], hops[rows]) + np.arange(sub_ptr[-1])
+                variants[far[rows], k] = self._intern_routes(a[far[rows]], sub_ptr, links[idx])
+            pairs = zip(a[far].tolist(), b[far].tolist(), strict=True)
+            self._default.update(zip(pairs, variants[far, 0].tolist(), strict=True))
+        variants = np.take_along_axis(variants, np.argsort(variants < 0, axis=1, kind="stable"), axis=1)
+        known, ids, ways, turn = self._stripes
+        merged = np.concatenate([known, codes])
+        order = np.argsort(merged, kind="stable")
+        self._stripes = (
+            merged[order],
+            np.concatenate([ids, variants])[order],
+            np.concatenate([ways, (variants >= 0).sum(axis=1)])[order],
+            np.concatenate([turn, np.zeros(len(codes), dtype=np.int64)])[order],
+        )
 
     def _lookup_codes(self, codes: np.ndarray, num_nodes: int) -> np.ndarray:
         """Path ids of sorted unique pair codes src*num_nodes+dst, routing only new pairs."""

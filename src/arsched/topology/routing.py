@@ -129,7 +129,7 @@ class Router:
         return [self.path(s, d) for s, d in pairs]
 
     def link_paths(
-        self, src: np.ndarray, dst: np.ndarray, spread: bool = False
+        self, src: np.ndarray, dst: np.ndarray, spread: bool = False, salt: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The links of fewest-hop paths for many (src, dst) node-index pairs at once, as CSR:
         pair i's links are `links[ptr[i]:ptr[i + 1]]`. Vectorised over the pairs, one step per hop.
@@ -143,7 +143,10 @@ class Router:
         paths, while all traffic to one destination still follows one tree. Servers (the
         sources, and the relays of server-centric networks such as BCube, DCell and tori) keep
         the lowest-index choice: ECMP is a switch's job, and measured on a 4×4 torus, spreading
-        at servers made tree packing's trees deeper.
+        at servers made tree packing's trees deeper. A `salt` (one non-negative integer per
+        pair) is added to t: salts 0, 1, 2, .. walk one pair through its equal-cost paths, the
+        first switch's choices first (a multi-port NIC's planes, then the spines above), which
+        is how a runtime stripes one connection over them (`ScheduleBuilder(multipath=)`).
         """
         c = self._c
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
@@ -159,6 +162,8 @@ class Router:
         ptr = np.concatenate([[0], np.cumsum(hops)])
         links = np.empty(ptr[-1], dtype=np.int64)
         cur, digits = src.copy(), self.topology.spread_key[dst]
+        if salt is not None:
+            digits = digits + np.asarray(salt, dtype=np.int64)
         for k in range(int(hops.max(initial=0))):
             on = np.flatnonzero(hops > k)
             if nxt is None:
@@ -168,6 +173,39 @@ class Router:
             links[ptr[on] + k] = link
             cur[on] = c.link_dst[link]
         return ptr, links
+
+    def striped_paths(
+        self, src: np.ndarray, dst: np.ndarray, count: int
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """The routes one connection is striped over: the spread routes of node pairs under
+        salts 0 .. count − 1 (`link_paths`; the links of each, all on the offsets `ptr`: fewest
+        hops under every salt) and which of them to use, a (pairs × salts) mask: a route not
+        met under a lower salt, and salts above 0 only where the routes kept add up (by their
+        bottlenecks, capped by the links all of them cross) to more than the first alone: a
+        dual-plane NIC's two ports, or spine links below the NIC's rate, but not spines above a
+        single port, which the pairs' different destinations already spread over."""
+        cap = self._c.capacity
+        ptr, first = self.link_paths(src, dst, spread=True)
+        routes = [first]
+        routes += [
+            self.link_paths(src, dst, spread=True, salt=np.full(len(src), k))[1] for k in range(1, count)
+        ]
+        per_pair = np.repeat(np.arange(len(src)), np.diff(ptr))
+        keep = np.ones((len(src), count), dtype=bool)
+        common = np.ones(len(first), dtype=bool)
+        together = np.zeros(len(src))
+        bottleneck = (
+            (lambda links: np.minimum.reduceat(cap[links], ptr[:-1])) if len(src) else (lambda _: 0.0)
+        )
+        for k, links in enumerate(routes):
+            for earlier in routes[:k]:
+                keep[:, k] &= np.bincount(per_pair, links != earlier, minlength=len(src)) > 0
+            common &= links == first
+            together += keep[:, k] * bottleneck(links)
+        if len(src):
+            shared = np.minimum.reduceat(np.where(common, cap[first], np.inf), ptr[:-1])
+            keep[np.minimum(together, shared) <= bottleneck(first) * (1 + 1e-9), 1:] = False
+        return ptr, keep, routes
 
     @cached_property
     def _is_switch(self) -> np.ndarray:
