@@ -84,7 +84,16 @@ def test_given_groups():
 
 
 @pytest.mark.parametrize(
-    "params", [{"intra": "tree"}, {"rail": "x"}, {"stages": 0}, {"stages": 1.5}, {"alpha": -1.0}]
+    "params",
+    [
+        {"intra": "tree"},
+        {"rail": "x"},
+        {"stages": 0},
+        {"stages": 1.5},
+        {"alpha": -1.0},
+        {"stripes": 0},
+        {"stripes": True},
+    ],
 )
 def test_bad_parameters_are_one_sentence(params):
     with pytest.raises(ArschedError) as info:

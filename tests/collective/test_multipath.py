@@ -110,3 +110,11 @@ def test_gpu_schemes_keep_their_speed_on_two_planes(seed):
             assert validate(s).ok, f"{name} {collective} on {spec},planes={planes}"
             times.append(simulate_flow(s).time_s)
         assert times[1] <= 1.10 * times[0], f"{name} {collective} on {spec}: {times}"
+
+
+def test_one_route_per_pair_is_a_choice():
+    """hierarchical(stripes=1) keeps one route per pair: on two planes about twice the time."""
+    topo = parse_spec("hgx:boxes=2,gpus_per_box=4,planes=2")
+    one, striped = (build("hierarchical", topo, None, 64e6, stripes=k) for k in (1, 4))
+    assert one.meta["params"]["stripes"] == 1 and len(one.paths) < len(striped.paths)
+    assert simulate_flow(one).time_s > 1.5 * simulate_flow(striped).time_s

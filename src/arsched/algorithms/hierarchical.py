@@ -128,6 +128,7 @@ class Plan:
     grid: np.ndarray
     intra: str
     rail: str
+    stripes: int = STRIPES  # a rank pair's transfers striped over this many routes at most
 
     @property
     def radices(self) -> list[int]:
@@ -272,7 +273,7 @@ def estimate(
     step, src, dst = tally.columns()
     phase = (step >= plan.inner_steps).astype(np.int64) + (step >= plan.inner_steps + plan.rail_steps)
     routes = route(topology, ranks, src, dst, spread=True)
-    usage = striped_usage(topology, ranks, routes, STRIPES)
+    usage = striped_usage(topology, ranks, routes, plan.stripes)
     pair = routes.index(src, dst, n)
     cap = topology.compiled.capacity
     chunk = nbytes / n
@@ -360,11 +361,14 @@ def hierarchical(
     rail: str = "auto",
     stages: int | None = None,
     alpha: float | None = None,
+    stripes: int = STRIPES,
 ) -> Schedule:
     """Hierarchical AllReduce over equal groups of ranks (`groups`, lists of rank names, or found
     by `candidate_groups`): `intra` direct or ring inside the groups, `rail` direct, ring or rhd
     across them, the vector in pipelined pieces (`stages` equal ones, or sizes chosen with the
-    modes); 'auto' and None choose by `estimate` (with `alpha`, default the flow model's).
+    modes); 'auto' and None choose by `estimate` (with `alpha`, default the flow model's). A rank
+    pair's transfers are striped over up to `stripes` routes where they add capacity
+    (`ScheduleBuilder(multipath=)`; 1: one route per pair, one queue pair per connection).
     NotApplicable where the ranks form no such groups."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
@@ -372,6 +376,8 @@ def hierarchical(
     a = default_alpha("flow") if alpha is None else float(alpha)
     if not (a >= 0 and math.isfinite(a)):
         raise ArschedError(f"{NAME}: alpha must be a non-negative number of seconds, got {alpha!r}")
+    if not (isinstance(stripes, (int, np.integer)) and not isinstance(stripes, bool) and 1 <= stripes <= 64):
+        raise ArschedError(f"{NAME}: stripes must be an integer from 1 to 64, got {stripes!r}")
     groupings = usable_groupings(topology, rs, groups)
     big = len(groupings[0])
     if "rhd" in rails and rail == "rhd" and any(len(o) & (len(o) - 1) for o in groupings):
@@ -384,9 +390,9 @@ def hierarchical(
             for r in rails:
                 if r == "rhd" and len(parts) & (len(parts) - 1):
                     continue
-                priced = estimate(topology, rs, Plan(grid, mode, r), nbytes, a)
+                priced = estimate(topology, rs, Plan(grid, mode, r, int(stripes)), nbytes, a)
                 if plan is None or priced[0][0] < options[0][0]:
-                    plan, options = Plan(grid, mode, r), priced
+                    plan, options = Plan(grid, mode, r, int(stripes)), priced
     assert plan is not None
     if stages is not None:
         if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= MAX_STAGES):
@@ -411,9 +417,10 @@ def _schedule(
         "stages": len(pieces),
         "pieces": pieces,
         "chunks": chunks,
+        "stripes": plan.stripes,
     }
     b = ScheduleBuilder(
-        topology, rs, nbytes, chunks, NAME, {"params": params}, spread=True, multipath=STRIPES
+        topology, rs, nbytes, chunks, NAME, {"params": params}, spread=True, multipath=plan.stripes
     )
     emit(b, plan, pieces)
     return b.build()
