@@ -129,6 +129,7 @@ class Plan:
     intra: str
     rail: str
     stripes: int = STRIPES  # a rank pair's transfers striped over this many routes at most
+    width: int = 1  # chunks per rank in one unit: the most routes a pair is striped over
 
     @property
     def radices(self) -> list[int]:
@@ -214,15 +215,17 @@ def _rhd_rail(b: _OnGrid, radices: list[int], step: int, base: int, per: int, op
 
 
 def emit(sink: ScheduleBuilder | _Tally, plan: Plan, pieces: Sequence[int]) -> None:
-    """The transfers of the pieces, piece s (`pieces[s]` units of one chunk per rank: chunks
-    N·u .. N·(u + pieces[s]) − 1, u the units before it) entering at step s."""
+    """The transfers of the pieces, piece s (`pieces[s]` units of w = `plan.width` chunks per
+    rank: chunks N·u .. N·(u + w·pieces[s]) − 1, u the chunks per rank before it) entering at
+    step s: a unit of w chunks gives every rank pair a transfer for each of its w routes."""
     radices = plan.radices
     n = radices[0] * radices[1]
     b = _OnGrid(sink, plan.grid.ravel())
     sign = 0 if plan.intra == "direct" else 1
     rail_sign = 0 if plan.rail == "direct" else 1
     units = 0
-    for s, per in enumerate(pieces):
+    for s, size in enumerate(pieces):
+        per = size * plan.width
         base, step = units * n, s
         step += phase(b, radices, 0, [], step, base, per, "reduce", sign)  # type: ignore[arg-type]
         for op in ("reduce", "copy"):
@@ -276,7 +279,7 @@ def estimate(
     usage = striped_usage(topology, ranks, routes, plan.stripes)
     pair = routes.index(src, dst, n)
     cap = topology.compiled.capacity
-    chunk = nbytes / n
+    chunk = nbytes / (n * plan.width)
 
     def busiest(rows: np.ndarray) -> float:
         load = np.bincount(pair[rows], minlength=len(routes.src)) * chunk
@@ -325,11 +328,25 @@ def estimate(
     return sorted(((cost(list(w)), list(w)) for w in options), key=lambda c: c[0])
 
 
+def stripe_width(topology: Topology, ranks: tuple[str, ...], grid: np.ndarray, stripes: int) -> int:
+    """The most routes a rank pair of one box (a row of `grid`) or one rail (a column) is striped
+    over with `stripes` (`ScheduleBuilder(multipath=)`): the chunks per rank a unit needs, as a
+    connection sends one step's transfers at once and a unit of one chunk would use one route."""
+    rows, cols = grid.shape
+    r1, c1, r2, c2 = np.meshgrid(
+        np.arange(rows), np.arange(cols), np.arange(rows), np.arange(cols), indexing="ij"
+    )
+    mates = ((r1 == r2) ^ (c1 == c2)).ravel()  # one box or one rail, not the rank itself
+    src, dst = grid[r1.ravel()[mates], c1.ravel()[mates]], grid[r2.ravel()[mates], c2.ravel()[mates]]
+    probe = ScheduleBuilder(topology, ranks, 1.0, 1, NAME, spread=True, multipath=stripes)
+    return int(probe.ways(src, dst).max(initial=1))
+
+
 def _paths(plan: Plan) -> int:
     """The most distinct paths a plan's schedule has: every rank to the others of its group and
     of its rail (`direct`; ring and halving-doubling use fewer)."""
     groups, size = plan.grid.shape
-    return groups * size * (size - 1 + groups - 1)
+    return groups * size * (size - 1 + groups - 1) * plan.width
 
 
 def _units(ranks: int, per_unit: int, paths: int) -> int:
@@ -387,12 +404,14 @@ def hierarchical(
     for parts in groupings:
         for mode in intras:
             grid = align(topology, rs, parts, mode == "ring")
+            width = stripe_width(topology, rs, grid, int(stripes))
             for r in rails:
                 if r == "rhd" and len(parts) & (len(parts) - 1):
                     continue
-                priced = estimate(topology, rs, Plan(grid, mode, r, int(stripes)), nbytes, a)
+                candidate = Plan(grid, mode, r, int(stripes), width)
+                priced = estimate(topology, rs, candidate, nbytes, a)
                 if plan is None or priced[0][0] < options[0][0]:
-                    plan, options = Plan(grid, mode, r, int(stripes)), priced
+                    plan, options = candidate, priced
     assert plan is not None
     if stages is not None:
         if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= MAX_STAGES):
@@ -409,7 +428,7 @@ def _schedule(
     topology: Topology, rs: tuple[str, ...], nbytes: float, plan: Plan, pieces: list[int]
 ) -> Schedule:
     n = len(rs)
-    chunks = chunk_multiple(sum(pieces) * n, n, NAME, ranks=n, paths=_paths(plan))
+    chunks = chunk_multiple(sum(pieces) * n * plan.width, n, NAME, ranks=n, paths=_paths(plan))
     params = {
         "groups": [[rs[i] for i in row] for row in plan.grid.tolist()],
         "intra": plan.intra,
@@ -418,6 +437,7 @@ def _schedule(
         "pieces": pieces,
         "chunks": chunks,
         "stripes": plan.stripes,
+        "unit": plan.width,
     }
     b = ScheduleBuilder(
         topology, rs, nbytes, chunks, NAME, {"params": params}, spread=True, multipath=plan.stripes

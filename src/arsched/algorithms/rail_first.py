@@ -36,7 +36,7 @@ import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks
 from arsched.algorithms.groups import align
-from arsched.algorithms.hierarchical import NAME, usable_groupings
+from arsched.algorithms.hierarchical import NAME, stripe_width, usable_groupings
 from arsched.algorithms.registry import register
 from arsched.algorithms.routes import STRIPES
 from arsched.collective.schedule import Schedule, ScheduleBuilder
@@ -73,7 +73,8 @@ def rail_first(
         return _schedule(collective, topology, rs, nbytes, grids[0], _sizes(pieces))
     best, best_time, left = None, np.inf, SELECT_TRANSFERS
     for grid in grids:
-        for sizes in _candidates():
+        width = stripe_width(topology, rs, grid, STRIPES)  # chunks a pair needs per step to stripe
+        for sizes in ([width * x for x in c] for c in _candidates()):
             if best is not None and len(rs) ** 2 * sum(sizes) > left:
                 continue
             s = _schedule(collective, topology, rs, nbytes, grid, sizes)
@@ -86,8 +87,9 @@ def rail_first(
 
 
 def _candidates() -> list[list[int]]:
-    """Piece sizes (chunks, first to last) to simulate: for every count in `COUNTS`, equal,
-    arithmetic (count, ..., 2, 1) and halving (2^(count−1), ..., 2, 1) pieces."""
+    """Piece sizes (units, first to last; a unit is one chunk, or as many as a rank pair has
+    routes to stripe over) to simulate: for every count in `COUNTS`, equal, arithmetic (count,
+    ..., 2, 1) and halving (2^(count−1), ..., 2, 1) pieces."""
     out: list[list[int]] = []
     for count in COUNTS:
         for sizes in ([1] * count, list(range(count, 0, -1)), [2**i for i in range(count - 1, -1, -1)]):
