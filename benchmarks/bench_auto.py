@@ -53,6 +53,7 @@ UNTUNED = [
     "hgx:boxes=2,gen=h100",
     "hgx:boxes=4",
     "hgx:boxes=4,gen=h100",
+    "hgx:boxes=4,gen=h100,fabric=clos,planes=2",
     "mi250:boxes=2",
     "hgx:boxes=16,gen=h100",
     "fattree:k=16",
