@@ -52,6 +52,7 @@ NETWORKS = [
     "leafspine:leaves=4,spines=2,servers_per_leaf=4,bandwidth=100Gbps/400Gbps",
     "hgx:boxes=2",
     "hgx:boxes=4,gen=h100",
+    "hgx:boxes=4,gen=h100,fabric=clos,planes=2",
 ]
 QUICK = NETWORKS[:3]
 CLOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "lingjun2023_topo.csv"

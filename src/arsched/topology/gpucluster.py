@@ -59,7 +59,7 @@ def hgx(
     _count(family, "gpus_per_box", gpus_per_box, 2)
     spec = GENERATIONS[gen]
     box = nvswitch_box(int(gpus_per_box), _rate(family, "nvlink", nvlink, spec.intra))
-    name = f"hgx-{gen}({boxes}x{gpus_per_box},{fabric})"
+    name = f"hgx-{gen}({boxes}x{gpus_per_box},{fabric}{_planes(planes)})"
     lat = latency if latency is not None else LATENCY
     return _cluster(
         family, name, box, boxes, fabric, rails, pcie, nic, su, leaves, spines, oversub, planes, lat, gen
@@ -88,7 +88,7 @@ def mi250(
     """
     family = "mi250"
     box = mi250_box(_rate(family, "xgmi", xgmi, GENERATIONS["mi250"].intra))
-    name = f"mi250({boxes}x{box.gpus},{fabric})"
+    name = f"mi250({boxes}x{box.gpus},{fabric}{_planes(planes)})"
     lat = latency if latency is not None else (XGMI_LATENCY, *LATENCY[1:])
     return _cluster(
         family, name, box, boxes, fabric, rails, pcie, nic, su, leaves, spines, oversub, planes, lat, "mi250"
@@ -191,3 +191,8 @@ def _real(value: object) -> float:
     except OverflowError:  # an integer beyond a float
         return math.nan
     return x if math.isfinite(x) else math.nan
+
+
+def _planes(planes: object) -> str:
+    """The name's mention of the planes: none for one (checked with the other sizes later)."""
+    return f",{planes} planes" if isinstance(planes, numbers.Integral) and planes > 1 else ""
