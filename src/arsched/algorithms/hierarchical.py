@@ -276,7 +276,12 @@ def estimate(
     step, src, dst = tally.columns()
     phase = (step >= plan.inner_steps).astype(np.int64) + (step >= plan.inner_steps + plan.rail_steps)
     routes = route(topology, ranks, src, dst, spread=True)
-    usage = striped_usage(topology, ranks, routes, plan.stripes)
+    striped = plan.width > 1  # else every pair has one route worth taking: the spread one
+    usage = (
+        striped_usage(topology, ranks, routes, plan.stripes)
+        if striped
+        else routes.link_matrix(topology.compiled.num_links)
+    )
     pair = routes.index(src, dst, n)
     cap = topology.compiled.capacity
     chunk = nbytes / (n * plan.width)
@@ -440,7 +445,14 @@ def _schedule(
         "unit": plan.width,
     }
     b = ScheduleBuilder(
-        topology, rs, nbytes, chunks, NAME, {"params": params}, spread=True, multipath=plan.stripes
+        topology,
+        rs,
+        nbytes,
+        chunks,
+        NAME,
+        {"params": params},
+        spread=True,
+        multipath=plan.stripes if plan.width > 1 else 1,
     )
     emit(b, plan, pieces)
     return b.build()

@@ -70,14 +70,15 @@ def rail_first(
     a = check_alpha(default_alpha("flow") if alpha is None else alpha)
     grids = [align(topology, rs, parts, False) for parts in usable_groupings(topology, rs, groups)]
     if pieces is not None:
-        return _schedule(collective, topology, rs, nbytes, grids[0], _sizes(pieces))
+        striped = stripe_width(topology, rs, grids[0], STRIPES) > 1
+        return _schedule(collective, topology, rs, nbytes, grids[0], _sizes(pieces), striped)
     best, best_time, left = None, np.inf, SELECT_TRANSFERS
     for grid in grids:
         width = stripe_width(topology, rs, grid, STRIPES)  # chunks a pair needs per step to stripe
         for sizes in ([width * x for x in c] for c in _candidates()):
             if best is not None and len(rs) ** 2 * sum(sizes) > left:
                 continue
-            s = _schedule(collective, topology, rs, nbytes, grid, sizes)
+            s = _schedule(collective, topology, rs, nbytes, grid, sizes, width > 1)
             left -= len(s)
             t = simulate_flow(s, a).time_s
             if t < best_time:
@@ -121,15 +122,17 @@ def _schedule(
     nbytes: float,
     grid: np.ndarray,
     sizes: list[int],
+    striped: bool,
 ) -> Schedule:
     """The schedule over the (G × g) `grid` of rank indices with pieces of `sizes` chunks;
-    chunk r·C + k (C chunks per shard) is chunk k of rank r's shard."""
+    chunk r·C + k (C chunks per shard) is chunk k of rank r's shard; with `striped`, a pair's
+    transfers over the routes that add capacity (`ScheduleBuilder(multipath=)`)."""
     n, per = len(rs), sum(sizes)
     check_schedule(NAME, n, n * per, n * per * (n - 1))
     params = {"groups": [[rs[i] for i in row] for row in grid.tolist()], "pieces": sizes}
     b = ScheduleBuilder(
         topology, rs, nbytes, n * per, NAME, {"params": params}, spread=True, collective=collective,
-        multipath=STRIPES,
+        multipath=STRIPES if striped else 1,
     )  # fmt: skip
     step, chunk, src, dst = _allgather(grid, np.repeat(np.arange(len(sizes)), sizes))
     if collective == "allgather":

@@ -235,7 +235,7 @@ def rooted_schedule(
     chunks = chunk_multiple(chunks, k, name, ranks=n, paths=2 * k * n * per_step)
     b = ScheduleBuilder(
         topology, ranks, nbytes, chunks, name, {"params": {"chunks": chunks}}, spread=True,
-        collective=collective, root=root, multipath=multipath,
+        collective=collective, root=root, multipath=multipath if per_step > 1 else 1,
     )  # fmt: skip
     add_rooted(b, members, trees, collective, chunks, per_step)
     return b.build()

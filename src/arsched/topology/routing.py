@@ -148,6 +148,14 @@ class Router:
         first switch's choices first (a multi-port NIC's planes, then the spines above), which
         is how a runtime stripes one connection over them (`ScheduleBuilder(multipath=)`).
         """
+        ptr, links, _ = self._links(src, dst, spread, salt)
+        return ptr, links
+
+    def _links(
+        self, src: np.ndarray, dst: np.ndarray, spread: bool, salt: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`link_paths`, and for every pair the hop at which a switch first had a choice (its
+        hops where none had: all its equal-cost routes are this one)."""
         c = self._c
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         targets = np.unique(dst)
@@ -161,18 +169,21 @@ class Router:
         nxt = None if spread else np.stack([self._next_hop(int(t)) for t in targets])
         ptr = np.concatenate([[0], np.cumsum(hops)])
         links = np.empty(ptr[-1], dtype=np.int64)
+        fork = hops.copy()
         cur, digits = src.copy(), self.topology.spread_key[dst]
         if salt is not None:
             digits = digits + np.asarray(salt, dtype=np.int64)
         for k in range(int(hops.max(initial=0))):
             on = np.flatnonzero(hops > k)
             if nxt is None:
-                link = self._spread_hop(cur[on], dist, row[on], digits, on)
+                link, count = self._spread_hop(cur[on], dist, row[on], digits, on)
+                first_choice = on[(count > 1) & (fork[on] == hops[on])]
+                fork[first_choice] = k
             else:
                 link = np.asarray(c.adjacency[cur[on], nxt[row[on], cur[on]]]).ravel() - 1
             links[ptr[on] + k] = link
             cur[on] = c.link_dst[link]
-        return ptr, links
+        return ptr, links, fork
 
     def striped_paths(
         self, src: np.ndarray, dst: np.ndarray, count: int
@@ -185,12 +196,22 @@ class Router:
         dual-plane NIC's two ports, or spine links below the NIC's rate, but not spines above a
         single port, which the pairs' different destinations already spread over."""
         cap = self._c.capacity
-        ptr, first = self.link_paths(src, dst, spread=True)
+        ptr, first, fork = self._links(src, dst, True, None)
+        hops = np.diff(ptr)
+        per_pair = np.repeat(np.arange(len(src)), hops)
+        at = np.arange(len(first)) - ptr[per_pair]
+        fixed = at < fork[per_pair]  # links every route of a pair crosses: those before its first choice
+        alone = np.minimum.reduceat(cap[first], ptr[:-1]) if len(src) else np.zeros(0)
+        fixed_cap = np.minimum.reduceat(np.where(fixed, cap[first], np.inf), ptr[:-1]) if len(src) else alone
+        maybe = np.flatnonzero((fork < hops) & (alone < fixed_cap * (1 - 1e-9)))  # others may add
+        idx = np.repeat(ptr[maybe] - np.concatenate([[0], np.cumsum(hops[maybe])])[:-1], hops[maybe])
+        idx += np.arange(len(idx))
         routes = [first]
-        routes += [
-            self.link_paths(src, dst, spread=True, salt=np.full(len(src), k))[1] for k in range(1, count)
-        ]
-        per_pair = np.repeat(np.arange(len(src)), np.diff(ptr))
+        for k in range(1, count):
+            salted = first.copy()
+            if len(maybe):
+                salted[idx] = self._links(src[maybe], dst[maybe], True, np.full(len(maybe), k))[1]
+            routes.append(salted)
         keep = np.ones((len(src), count), dtype=bool)
         common = np.ones(len(first), dtype=bool)
         together = np.zeros(len(src))
@@ -225,8 +246,9 @@ class Router:
         row: np.ndarray,
         digits: np.ndarray,
         on: np.ndarray,
-    ) -> np.ndarray:
-        """One spreading hop (see `link_paths`): the chosen out-link of every node in `at`, whose
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One spreading hop (see `link_paths`): the chosen out-link of every node in `at`, and
+        how many it chose among (1 at servers), whose
         destinations' distance rows are `dist[row]` (indexed in place: a row per pair would be
         pairs × nodes); consumes a digit of `digits[on]`. The next hops on a shortest path
         depend on the node and the destination alone, so they are found once per distinct
@@ -246,7 +268,7 @@ class Router:
         digits[on] //= count
         which, col = np.nonzero(good)  # every (node, destination)'s next hops, in link order
         first = np.searchsorted(which, np.arange(len(keys)))
-        return link[which, col][first[inverse] + pick]
+        return link[which, col][first[inverse] + pick], count
 
     # ---- alternatives ----------------------------------------------------------------------
     def ecmp_paths(self, src: str, dst: str, limit: int = 64) -> list[tuple[str, ...]]:
