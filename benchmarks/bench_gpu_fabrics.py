@@ -94,7 +94,8 @@ def main() -> None:
         "GPU-cluster fabrics (bench_gpu_fabrics.py)",
         "Gap to the bound (time / bound) in the default flow model (in-order connections, "
         f"α = {ALPHA * 1e6:g} µs) of `hierarchical` (pieces of the sizes it chose, in units of one "
-        "chunk per rank, or of as many as a rank pair has routes to stripe over), the same plan in equal pieces (its choice before pieces could differ), "
+        "chunk per rank, or of as many as a rank pair has routes to stripe over), the same plan in "
+        "equal pieces (its choice before pieces could differ), "
         "the same with one route per rank pair (`stripes=1`; 'same' where striping changes "
         "nothing: single-port NICs below non-blocking spines), "
         f"tree packing (up to {PACKING_RANKS} ranks) and a ring; synthesis times on this machine, "
