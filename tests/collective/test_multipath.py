@@ -118,3 +118,23 @@ def test_one_route_per_pair_is_a_choice():
     one, striped = (build("hierarchical", topo, None, 64e6, stripes=k) for k in (1, 4))
     assert one.meta["params"]["stripes"] == 1 and len(one.paths) < len(striped.paths)
     assert simulate_flow(one).time_s > 1.5 * simulate_flow(striped).time_s
+
+
+@pytest.mark.parametrize(
+    "spec, may",
+    [
+        ("fattree:k=4", False),  # every switch link as fast as a server's: the first link binds
+        ("leafspine:leaves=3,spines=2,servers_per_leaf=2,bandwidth=100Gbps/400Gbps", False),
+        ("torus:dims=3x3", False),  # servers only: they never spread
+        ("leafspine:leaves=3,spines=2,servers_per_leaf=2,bandwidth=100Gbps/50Gbps", True),
+        (DUAL, True),
+    ],
+)
+def test_which_networks_may_stripe(spec, may):
+    topo = parse_spec(spec)
+    assert topo.router.may_stripe is may
+    if not may:  # then no pair is striped, whatever it asks for
+        n = len(topo.servers)
+        src, dst = np.nonzero(~np.eye(n, dtype=bool))
+        b = ScheduleBuilder(topo, None, 1e6, 1, "x", spread=True, multipath=4)
+        assert (b.ways(src, dst) == 1).all()

@@ -337,14 +337,14 @@ def stripe_width(topology: Topology, ranks: tuple[str, ...], grid: np.ndarray, s
     """The most routes a rank pair of one box (a row of `grid`) or one rail (a column) is striped
     over with `stripes` (`ScheduleBuilder(multipath=)`): the chunks per rank a unit needs, as a
     connection sends one step's transfers at once and a unit of one chunk would use one route."""
-    rows, cols = grid.shape
-    r1, c1, r2, c2 = np.meshgrid(
-        np.arange(rows), np.arange(cols), np.arange(rows), np.arange(cols), indexing="ij"
-    )
-    mates = ((r1 == r2) ^ (c1 == c2)).ravel()  # one box or one rail, not the rank itself
-    src, dst = grid[r1.ravel()[mates], c1.ravel()[mates]], grid[r2.ravel()[mates], c2.ravel()[mates]]
+    src, dst = [], []
+    for rows in (grid, grid.T):  # the boxes' ordered pairs, then the rails'
+        a, b = np.broadcast_arrays(rows[:, :, None], rows[:, None, :])
+        other = ~np.eye(rows.shape[1], dtype=bool)[None, :, :].repeat(len(rows), axis=0)
+        src.append(a[other])
+        dst.append(b[other])
     probe = ScheduleBuilder(topology, ranks, 1.0, 1, NAME, spread=True, multipath=stripes)
-    return int(probe.ways(src, dst).max(initial=1))
+    return int(probe.ways(np.concatenate(src), np.concatenate(dst)).max(initial=1))
 
 
 def _paths(plan: Plan) -> int:

@@ -22,9 +22,10 @@ from arsched.topology.core import Topology
 
 STRIPES = 4
 """The GPU-fabric schemes (`hierarchical`, its AllGather and ReduceScatter, `rail-dbtree`)
-stripe a rank pair's transfers over its distinct routes among the first this many spread ones
-(`ScheduleBuilder(multipath=)`), as a runtime does with several queue pairs per connection: a
-dual-plane fabric's NIC has a port per plane (`gpufabric`), and one route per pair would use one."""
+stripe a rank pair's transfers over the routes that add capacity among its first this many
+spread ones (`Router.striped_paths`, `ScheduleBuilder(multipath=)`), as a runtime does with
+several queue pairs per connection: a dual-plane fabric's NIC has a port per plane
+(`gpufabric`), and one route per pair would use one."""
 
 
 @dataclass(frozen=True)

@@ -361,7 +361,7 @@ class ScheduleBuilder:
     def ways(self, src_rank: np.ndarray, dst_rank: np.ndarray) -> np.ndarray:
         """How many distinct routes the pairs src_rank[i] → dst_rank[i] (rank indices) take in
         turn under `multipath` (1 for every pair without it)."""
-        if self.multipath == 1:
+        if self.multipath == 1 or not self.topology.router.may_stripe:
             return np.ones(len(np.asarray(src_rank)), dtype=np.int64)
         if self._rank_nodes is None:
             self._rank_nodes = np.array([self._node(r, "the rank list") for r in self.ranks], dtype=np.int64)

@@ -185,6 +185,17 @@ class Router:
             cur[on] = c.link_dst[link]
         return ptr, links, fork
 
+    @cached_property
+    def may_stripe(self) -> bool:
+        """False where no pair can gain from a second route (`striped_paths`): every link that
+        leaves a switch is at least as fast as the fastest link that leaves a server, so a
+        route's bottleneck is its first link, which every route of the pair shares."""
+        c = self._c
+        from_server = c.is_server[c.link_src]
+        if from_server.all() or not from_server.any():
+            return not from_server.all()
+        return bool(c.capacity[~from_server].min() < c.capacity[from_server].max())
+
     def striped_paths(
         self, src: np.ndarray, dst: np.ndarray, count: int
     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
