@@ -226,9 +226,12 @@ def rooted_schedule(
     route at a time."""
     n, k = len(ranks), len(trees)
     probe = ScheduleBuilder(topology, ranks, nbytes, 1, name, spread=True, multipath=multipath)
-    edges = [(members[np.flatnonzero(p >= 0)], members[p[p >= 0]]) for p in trees]
-    src, dst = (np.concatenate(x) for x in zip(*edges, strict=True))
-    per_step = int(max(probe.ways(src, dst).max(initial=1), probe.ways(dst, src).max(initial=1)))
+    child, parent = (
+        np.concatenate(x) for x in zip(*[(np.flatnonzero(p >= 0), p[p >= 0]) for p in trees], strict=True)
+    )
+    down = collective == "broadcast"  # a Broadcast sends parent to child, a Reduce child to parent
+    src, dst = members[parent if down else child], members[child if down else parent]
+    per_step = int(probe.ways(src, dst).max(initial=1))
     if chunks is None:
         hops = int(max(tree_depths(p).max() for p in trees))
         chunks = per_step * k * pipeline_chunks(topology, ranks, nbytes * 2 / k, hops)

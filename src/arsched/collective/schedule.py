@@ -386,11 +386,6 @@ class ScheduleBuilder:
         inverse = inverse.ravel()
         pos = self._stripe_rows(codes)
         _, ids, ways, turn = self._stripes
-        if len(codes) == len(inverse):  # each pair once: its turn
-            row = pos[inverse]
-            out = ids[row, turn[row] % ways[row]]
-            turn[row] += 1
-            return out
         # the i-th transfer of a pair in this call takes the pair's turn + i
         order = np.argsort(inverse, kind="stable")
         first = np.searchsorted(inverse[order], np.arange(len(codes)))

@@ -187,14 +187,16 @@ class Router:
 
     @cached_property
     def may_stripe(self) -> bool:
-        """False where no pair can gain from a second route (`striped_paths`): every link that
+        """False where `striped_paths` keeps no second route without looking: every link that
         leaves a switch is at least as fast as the fastest link that leaves a server, so a
-        route's bottleneck is its first link, which every route of the pair shares."""
+        route's bottleneck is a server's out-link, and those are never spread over (its source's
+        first link is shared by every route; a relaying server's, as on BCube, is not spread)."""
         c = self._c
         from_server = c.is_server[c.link_src]
-        if from_server.all() or not from_server.any():
-            return not from_server.all()
-        return bool(c.capacity[~from_server].min() < c.capacity[from_server].max())
+        if from_server.all():  # servers only: nothing spreads
+            return False
+        fastest_server = c.capacity[from_server].max(initial=0.0)
+        return bool(c.capacity[~from_server].min() < fastest_server)
 
     def striped_paths(
         self, src: np.ndarray, dst: np.ndarray, count: int
@@ -208,12 +210,20 @@ class Router:
         single port, which the pairs' different destinations already spread over."""
         cap = self._c.capacity
         ptr, first, fork = self._links(src, dst, True, None)
+        keep = np.ones((len(src), count), dtype=bool)
+        if not len(src):
+            return ptr, keep, [first] * count
+
+        def bottleneck(links: np.ndarray) -> np.ndarray:
+            return np.minimum.reduceat(cap[links], ptr[:-1])
+
         hops = np.diff(ptr)
         per_pair = np.repeat(np.arange(len(src)), hops)
-        at = np.arange(len(first)) - ptr[per_pair]
-        fixed = at < fork[per_pair]  # links every route of a pair crosses: those before its first choice
-        alone = np.minimum.reduceat(cap[first], ptr[:-1]) if len(src) else np.zeros(0)
-        fixed_cap = np.minimum.reduceat(np.where(fixed, cap[first], np.inf), ptr[:-1]) if len(src) else alone
+        fixed = (
+            np.arange(len(first)) - ptr[per_pair] < fork[per_pair]
+        )  # before the first choice: on every route
+        alone = bottleneck(first)
+        fixed_cap = np.minimum.reduceat(np.where(fixed, cap[first], np.inf), ptr[:-1])
         maybe = np.flatnonzero((fork < hops) & (alone < fixed_cap * (1 - 1e-9)))  # others may add
         idx = np.repeat(ptr[maybe] - np.concatenate([[0], np.cumsum(hops[maybe])])[:-1], hops[maybe])
         idx += np.arange(len(idx))
@@ -223,20 +233,15 @@ class Router:
             if len(maybe):
                 salted[idx] = self._links(src[maybe], dst[maybe], True, np.full(len(maybe), k))[1]
             routes.append(salted)
-        keep = np.ones((len(src), count), dtype=bool)
         common = np.ones(len(first), dtype=bool)
         together = np.zeros(len(src))
-        bottleneck = (
-            (lambda links: np.minimum.reduceat(cap[links], ptr[:-1])) if len(src) else (lambda _: 0.0)
-        )
         for k, links in enumerate(routes):
             for earlier in routes[:k]:
                 keep[:, k] &= np.bincount(per_pair, links != earlier, minlength=len(src)) > 0
             common &= links == first
             together += keep[:, k] * bottleneck(links)
-        if len(src):
-            shared = np.minimum.reduceat(np.where(common, cap[first], np.inf), ptr[:-1])
-            keep[np.minimum(together, shared) <= bottleneck(first) * (1 + 1e-9), 1:] = False
+        shared = np.minimum.reduceat(np.where(common, cap[first], np.inf), ptr[:-1])
+        keep[np.minimum(together, shared) <= alone * (1 + 1e-9), 1:] = False
         return ptr, keep, routes
 
     @cached_property
