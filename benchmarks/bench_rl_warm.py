@@ -1,12 +1,13 @@
 """Does the learned scheduler's warm start reproduce its teacher? On bench_rl's nine instances:
-greedy-trees' schedule, the same decisions replayed in the learning environment (the teacher
-episode), and the policy after the warm start alone (imitation, no policy-gradient step), each
-timed in the flow model (in-order connections, α = 5 µs) at 256 MB.
+greedy-trees' schedule, its decisions replayed in the learning environment, the best fixed plan
+(the teacher: the fastest chunk count, tree shape and round rule), and the policy after the warm
+start alone (imitation, no policy-gradient step), each timed in the flow model (in-order
+connections, α = 5 µs) at 256 MB.
 
-The teacher must equal greedy-trees: otherwise the environment cannot express greedy's rounds
-and learning starts below its own baseline. The warm policy shows how much of the teacher
-imitation recovers (a flow's place in greedy's order is one of its features, so all of it can be).
-Every schedule is validated.
+greedy-trees replayed must equal greedy-trees: otherwise the environment cannot express
+greedy's rounds. The teacher is never slower (greedy's plan is one of the plans). The warm
+policy shows how much of the teacher imitation recovers (each rule's round is a feature of the
+flows, so all of it can be). Every schedule is validated.
 
 Run: python benchmarks/bench_rl_warm.py [--quick]
 """
@@ -21,10 +22,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from arsched.algorithms import build
+from arsched.algorithms.flowtrees import SHAPES
+from arsched.algorithms.greedy_trees import best_engine
 from arsched.collective import validate
 from arsched.rl.config import TrainConfig
 from arsched.rl.instance import Instance
-from arsched.rl.rollout import Timer, run
+from arsched.rl.rollout import Plan, Timer, best_plan, run
 from arsched.rl.training import train
 from arsched.sim import DEFAULT_ALPHA, simulate_flow
 from arsched.topology import parse_spec
@@ -34,20 +37,28 @@ from _table import markdown, publish
 from bench_rl import INSTANCES
 
 NBYTES = 256e6
+HEAD = ["network", "servers", "greedy-trees", "greedy replayed", "teacher", "plan", "warm policy", "warm s"]
 
 
 def measure(spec: str, out: str) -> list[str]:
-    """One instance's row: ranks, greedy-trees, teacher episode, warm policy, warm-start seconds."""
+    """One instance's row: ranks, greedy-trees, its replay, the teacher episode and its plan, the
+    warm policy, warm-start seconds."""
     topo = parse_spec(spec)
     greedy = build("greedy-trees", topo, None, NBYTES)
-    validate(greedy)
-    teacher = run(Instance(topo, None, NBYTES, spec), None, Timer(DEFAULT_ALPHA), "greedy")
-    validate(teacher.schedule)
+    inst = Instance(topo, None, NBYTES, spec)
+    shape, engine = best_engine(topo, inst.ranks, NBYTES, None, None, "hrl")
+    plan = Plan(inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape), "greedy")
+    replay = run(inst, None, Timer(DEFAULT_ALPHA), "plan", plan=plan)
+    teacher = best_plan(inst, Timer(DEFAULT_ALPHA))
+    assert all(validate(s).ok for s in (greedy, replay.schedule, teacher.schedule))
     start = time.perf_counter()
     meta = train(TrainConfig(topologies=(spec,), iterations=0, out=Path(out)))
     took = time.perf_counter() - start
-    gaps = (simulate_flow(greedy).gap, teacher.gap, meta["gaps"][0])
-    return [topo.name, str(len(topo.servers)), *(f"{g:.3f}" for g in gaps), f"{took:.0f}"]
+    gaps = (simulate_flow(greedy).gap, replay.gap, teacher.gap)
+    p = teacher.plan
+    chosen = f"{inst.chunk_options[p.chunks]}, {SHAPES[p.shape]}, {p.rule}"
+    row = [topo.name, str(len(topo.servers)), *(f"{g:.3f}" for g in gaps), chosen]
+    return [*row, f"{meta['gaps'][0]:.3f}", f"{took:.0f}"]
 
 
 def main() -> None:
@@ -62,11 +73,13 @@ def main() -> None:
     publish(
         "hrl's warm start against its teacher (bench_rl_warm.py)",
         "Gap = time / lower bound in the flow model (in-order connections, α = 5 µs) at 256 MB. "
-        "`teacher` replays greedy-trees' decisions (chunk count, tree shape, its round order) in the "
-        "learning environment; it must equal greedy-trees. `warm policy` is the deterministic policy "
-        "after the warm start alone (`arsched train --iterations 0`: imitation of the teacher). "
-        "Every schedule validated. Produced by `benchmarks/bench_rl_warm.py`.",
-        markdown(["network", "servers", "greedy-trees", "teacher", "warm policy", "warm start (s)"], rows),
+        "`greedy replayed` runs greedy-trees' decisions (chunk count, tree shape, the greedy rule's "
+        "rounds) in the learning environment; it must equal greedy-trees. `teacher` is the best "
+        "fixed plan (`plan`: chunks, tree shape, round rule), the warm start's teacher. `warm policy` "
+        "is the deterministic policy after the warm start alone (`arsched train --iterations 0`: "
+        "imitation of the teacher). Every schedule validated. Produced by "
+        "`benchmarks/bench_rl_warm.py`.",
+        markdown(HEAD, rows),
     )
 
 

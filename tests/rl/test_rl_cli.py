@@ -67,7 +67,7 @@ def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(c
         "huge": ({**meta, "hidden": 200000}, "hidden must be a whole number from 1 to 1024, got 200000"),
         "zero": ({**meta, "layers": 0}, "layers must be a whole number from 1 to 8, got 0"),
         "cold": ({**meta, "temperature": 0}, "temperature must be a number in (0, 1], got 0"),
-        "old": ({**meta, "format": "arsched.hrl/1"}, "expected 'arsched.hrl/3': retrain it"),
+        "old": ({**meta, "format": "arsched.hrl/1"}, "expected 'arsched.hrl/4': retrain it"),
     }
     for name, (content, expected) in cases.items():
         folder = tmp_path / name

@@ -7,11 +7,13 @@ import pytest
 
 from arsched.collective import validate
 from arsched.rl.env import ScheduleEnv
-from arsched.rl.episode import PLACE
+from arsched.rl.episode import GREEDY, LEAD
 from arsched.rl.instance import Instance
-from arsched.rl.rollout import Timer, greedy_plan, run
+from arsched.rl.rollout import Timer, best_plan
 from arsched.sim import DEFAULT_ALPHA
 from arsched.topology import parse_spec
+
+RULE_FEATURE = {"greedy": GREEDY, "lead": LEAD}
 
 
 def _play(env: ScheduleEnv, agent) -> tuple[list[dict], float, dict]:
@@ -44,22 +46,24 @@ def test_random_agents_end_in_a_valid_schedule_and_observations_fit_the_space(sp
     assert reward == -info["gap"] and info["gap"] >= 1.0 - 1e-9
 
 
-def test_greedys_scores_give_greedy_trees_schedule():
-    """Scoring greedy's plan highest and every flow by its place in greedy's order (feature
-    `PLACE`) is the training environment's teacher: the same schedule, transfer for
-    transfer, and the same time."""
-    topo = parse_spec("bcube:n=3,k=1")
+@pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "dcell:n=3,k=1"])
+def test_the_best_plans_scores_give_its_schedule(spec):
+    """Scoring the best plan's chunk count and shape highest and every flow by its rule's
+    feature (`GREEDY`, `LEAD`, or all positive for asap) is the training environment's teacher:
+    the same schedule, transfer for transfer, and the same time."""
+    topo = parse_spec(spec)
     env = ScheduleEnv(topo, 16e6)
-    chunks, shape = greedy_plan(env.instance)
+    teacher = best_plan(Instance(topo, None, 16e6), Timer(DEFAULT_ALPHA))
+    plan = teacher.plan
 
     def agent(obs, env):
         if obs["level"] == 2:
-            return obs["flows"][:, PLACE]
-        pick = chunks if obs["level"] == 0 else shape
+            flows = obs["flows"]
+            return np.ones(len(flows)) if plan.rule == "asap" else 2 * flows[:, RULE_FEATURE[plan.rule]] - 1
+        pick = plan.chunks if obs["level"] == 0 else plan.shape
         return np.eye(env.action_space.shape[0], dtype=np.float32)[pick]
 
     _, _, info = _play(env, agent)
-    teacher = run(Instance(topo, None, 16e6), None, Timer(DEFAULT_ALPHA), "greedy")
     for field in ("step", "chunk", "src", "dst", "op"):
         assert np.array_equal(getattr(info["schedule"], field), getattr(teacher.schedule, field)), field
     assert info["time_s"] == pytest.approx(teacher.time_s, rel=1e-12)

@@ -1,6 +1,7 @@
 """The learned scheduler's episodes, networks and log-probabilities: every episode ends in a
 valid schedule whatever decides it, the round probability is exact, the flow network is
-equivariant, and the teacher is greedy-trees' rule."""
+equivariant, the fixed rules do what they say (greedy's is greedy-trees) and the best plan is
+the fastest of them."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ import numpy as np
 import pytest
 import torch
 
+from arsched.algorithms import build
 from arsched.algorithms.flowtrees import SHAPES
-from arsched.algorithms.greedy_trees import first_fit, widen
+from arsched.algorithms.greedy_trees import best_engine, critical_path
 from arsched.collective import numeric_check, validate
-from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, Episode, RoundGraph
-from arsched.rl.forward import sample_order
+from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, RULES, Episode, RoundGraph
+from arsched.rl.forward import release
 from arsched.rl.instance import Instance
-from arsched.rl.nets import FlowScorer, Policy, round_log_prob
-from arsched.rl.rollout import MODES, Timer, run
+from arsched.rl.nets import FlowScorer, Policy, release_log_prob
+from arsched.rl.rollout import Plan, Timer, best_plan, run
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
 from arsched.topology import parse_spec
 
@@ -38,16 +40,22 @@ def policy():
     return Policy.create(hidden=16, layers=1)
 
 
+DRIVERS = ["policy", "sample", "random", *(f"plan:{r}" for r in RULES)]
+
+
 @pytest.mark.parametrize("spec", SPECS)
-@pytest.mark.parametrize("mode", MODES)
-def test_every_episode_ends_in_a_valid_schedule(spec, mode, policy):
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_every_episode_ends_in_a_valid_schedule(spec, driver, policy):
     inst = Instance(parse_spec(spec), nbytes=4e6)
     timer = Timer(DEFAULT_ALPHA)
-    traj = run(inst, policy, timer, mode, np.random.default_rng(3))
+    mode, _, rule = driver.partition(":")
+    plan = Plan(len(inst.chunk_options) - 1, len(SHAPES) - 1, rule) if rule else None
+    traj = run(inst, policy, timer, mode, np.random.default_rng(3), plan=plan)
     s = traj.schedule
     assert validate(s).ok and numeric_check(s).ok
-    # every round is conflict-free: the round model needs exactly one round per step
-    assert simulate_rounds(s).rounds == s.num_steps == len(traj.rounds)
+    assert s.num_steps == len(traj.rounds)
+    if rule == "greedy":  # conflict-free: the round model needs exactly one round per step
+        assert simulate_rounds(s).rounds == s.num_steps
     flow = simulate_flow(s, DEFAULT_ALPHA)
     assert traj.time_s == flow.time_s and traj.gap == pytest.approx(flow.time_s / flow.bound_s)
     assert traj.gap >= 1 - 1e-9 and timer.calls == 1
@@ -56,25 +64,67 @@ def test_every_episode_ends_in_a_valid_schedule(spec, mode, policy):
     assert len(kinds) - 1 == inst.chunk_options[traj.choices[0][2]]
 
 
-@pytest.mark.parametrize("spec", ["dcell:n=3,k=1", "bcube:n=3,k=1", "torus:dims=3x3,oneway=1"])
-def test_the_greedy_mode_is_greedy_trees(spec):
-    """The teacher's chunk count and shape are greedy-trees' plan, and its rounds, first fit in
-    greedy's order widened by the swaps, are greedy-trees' steps: the same transfers, step by
-    step (without the swaps DCell(3,1) took 16 rounds where greedy-trees takes 12)."""
-    from arsched.algorithms import build
+def _greedy_trees_plan(inst: Instance) -> Plan:
+    shape, engine = best_engine(inst.topology, inst.ranks, inst.nbytes, None, None, "hrl")
+    return Plan(inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape), "greedy")
 
+
+def _rows(s):
+    return sorted(map(tuple, np.column_stack([s.step, s.chunk, s.src, s.dst, s.op]).tolist()))
+
+
+@pytest.mark.parametrize("spec", ["dcell:n=3,k=1", "bcube:n=3,k=1", "torus:dims=3x3,oneway=1"])
+def test_the_greedy_rule_on_greedys_plan_is_greedy_trees(spec):
+    """greedy-trees' chunk count and shape with the greedy rule (first fit in greedy's order,
+    widened by the swaps) are greedy-trees' steps: the same transfers, step by step."""
     topo = parse_spec(spec)
     inst = Instance(topo, nbytes=64e6)
-    traj = run(inst, None, Timer(DEFAULT_ALPHA), "greedy")
-    greedy = build("greedy-trees", topo, None, 64e6)
-    shapes = {SHAPES[k] for kind, _, k in traj.choices if kind == "tree"}
-    assert shapes == {greedy.meta["trees"]}
-    assert inst.chunk_options[traj.choices[0][2]] == greedy.meta["chunks"]
+    traj = run(inst, None, Timer(DEFAULT_ALPHA), "plan", plan=_greedy_trees_plan(inst))
+    assert _rows(traj.schedule) == _rows(build("greedy-trees", topo, None, 64e6))
 
-    def rows(s):
-        return sorted(map(tuple, np.column_stack([s.step, s.chunk, s.src, s.dst, s.op]).tolist()))
 
-    assert rows(traj.schedule) == rows(greedy)
+@pytest.mark.parametrize("spec", ["dcell:n=2,k=1", "bcube:n=3,k=1", "ring:n=6,reverse=100Gbps"])
+def test_the_best_plan_is_the_fastest_fixed_plan(spec):
+    """No plan of any chunk count, shape and rule is faster than `best_plan`'s (brute force), so
+    it is never slower than greedy-trees; it is computed once per instance."""
+    inst = Instance(parse_spec(spec), nbytes=16e6)
+    timer = Timer(DEFAULT_ALPHA)
+    best = best_plan(inst, timer)
+    calls = timer.calls
+    assert best_plan(inst, timer) is best and timer.calls == calls
+    assert validate(best.schedule).ok
+    for k in range(len(inst.chunk_options)):
+        for s in range(len(SHAPES)):
+            for rule in RULES:
+                assert run(inst, None, timer, "plan", plan=Plan(k, s, rule)).time_s >= best.time_s
+    greedy = run(inst, None, timer, "plan", plan=_greedy_trees_plan(inst))
+    assert greedy.time_s >= best.time_s
+
+
+def test_the_rules_release_what_they_say():
+    """Round by round: greedy's release is conflict-free, asap's everything available, lead's
+    one flow per connection, the one with the longest critical path there."""
+    inst = Instance(parse_spec("bcube:n=3,k=1"), nbytes=1e6)
+    ep = Episode(inst, DEFAULT_ALPHA)
+    ep.choose_chunks(0)
+    while not ep.upper_done:
+        ep.choose_tree(0)
+    e = ep.engine
+    prio = critical_path(e)
+    while not ep.finished:
+        g = ep.round_graph()
+        greedy, lead = ep.rule_release(g, "greedy"), ep.rule_release(g, "lead")
+        assert greedy.any() and e.conflict_free(g.flows[greedy].tolist())
+        assert ep.rule_release(g, "asap").all()
+        conn = list(zip(e.flow_src[g.flows].tolist(), e.flow_dst[g.flows].tolist(), strict=True))
+        assert len({conn[i] for i in np.flatnonzero(lead)}) == lead.sum() == len(set(conn))
+        for i in np.flatnonzero(lead):
+            mates = [j for j in range(len(conn)) if conn[j] == conn[i]]
+            assert prio[g.flows[i]] == prio[g.flows[mates]].max()
+        before = e.done.copy()
+        ep.play(g, lead)  # exactly the released flows run; the others stay available
+        assert set(np.flatnonzero(e.done & ~before).tolist()) == set(g.flows[lead].tolist())
+        assert e.available[g.flows[~lead]].all()
 
 
 def _tiny_graph(rng: np.random.Generator, flows: int, links: int) -> RoundGraph:
@@ -91,56 +141,50 @@ def _tiny_graph(rng: np.random.Generator, flows: int, links: int) -> RoundGraph:
     )
 
 
-def _first_fit_local(g: RoundGraph, order) -> tuple[int, ...]:
-    used: set[int] = set()
-    taken = []
-    for f in order:
-        mine = set(g.edge_link[g.edge_flow == f].tolist())
-        if not mine & used:
-            used |= mine
-            taken.append(int(f))
-    return tuple(taken)
+def _log_prob(scores: np.ndarray, go: np.ndarray) -> float:
+    lone = bool(go.sum() == 1 and go[int(np.argmax(scores))])
+    one_round = torch.zeros(len(go), dtype=torch.long)
+    lp = release_log_prob(torch.as_tensor(scores), torch.as_tensor(go), torch.as_tensor([lone]), one_round, 1)
+    return float(lp[0])
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_round_probability_is_exact(seed):
-    """Sum the Plackett–Luce probability of every order of a small round by brute force, grouped
-    by the pick sequence first fit makes of it: each group's total is exp(round_log_prob), and
-    the groups sum to 1."""
+    """Sum the probability of every outcome of the independent draws of a small round by brute
+    force, grouped by the release it gives (none drawn: the top-scored flow alone): each
+    group's total is exp(release_log_prob), and the groups sum to 1."""
     rng = np.random.default_rng(seed)
-    g = _tiny_graph(rng, flows=5, links=4)
-    scores = torch.as_tensor(rng.normal(size=5) * 2)
-    w = np.exp(scores.numpy())
-    totals: dict[tuple[int, ...], float] = {}
-    for order in itertools.permutations(range(5)):
-        p, left = 1.0, w.sum()
-        for f in order:
-            p *= w[f] / left
-            left -= w[f]
-        key = _first_fit_local(g, order)
-        totals[key] = totals.get(key, 0.0) + p
+    scores = rng.normal(size=5) * 2
+    p = 1 / (1 + np.exp(-scores))
+    totals: dict[tuple[bool, ...], float] = {}
+    for draw in itertools.product([False, True], repeat=5):
+        d = np.array(draw)
+        prob = float(np.prod(np.where(d, p, 1 - p)))
+        if not d.any():
+            d[int(np.argmax(scores))] = True
+        totals[tuple(d)] = totals.get(tuple(d), 0.0) + prob
     assert sum(totals.values()) == pytest.approx(1.0)
-    for picks, p in totals.items():
-        pk = np.array(picks)
-        lp = round_log_prob(scores, torch.as_tensor(g.conflicts(pk)), torch.as_tensor(pk))
-        assert float(torch.exp(lp)) == pytest.approx(p, rel=1e-9)
+    assert len(totals) == 2**5 - 1
+    for go, prob in totals.items():
+        assert np.exp(_log_prob(scores, np.array(go))) == pytest.approx(prob, rel=1e-9)
 
 
 def test_sampled_rounds_follow_their_probability():
-    """Gumbel-perturbed orders give first-fit rounds at the frequencies round_log_prob states."""
+    """`forward.release` draws releases at the frequencies release_log_prob states, and its
+    mode is every positive score (the top alone if none is)."""
     rng = np.random.default_rng(11)
-    g = _tiny_graph(rng, flows=4, links=3)
-    scores = rng.normal(size=4)
-    counts: dict[tuple[int, ...], int] = {}
+    scores = rng.normal(size=4) - 1
+    counts: dict[tuple[bool, ...], int] = {}
     draws = 20_000
     for _ in range(draws):
-        key = _first_fit_local(g, sample_order(scores, rng))
+        key = tuple(release(scores, rng).tolist())
         counts[key] = counts.get(key, 0) + 1
-    for picks, c in counts.items():
-        pk = np.array(picks)
-        lp = round_log_prob(torch.as_tensor(scores), torch.as_tensor(g.conflicts(pk)), torch.as_tensor(pk))
-        p = float(torch.exp(lp))
-        assert abs(c / draws - p) < 4 * np.sqrt(p * (1 - p) / draws) + 1e-3
+    for go, c in counts.items():
+        prob = np.exp(_log_prob(scores, np.array(go)))
+        assert abs(c / draws - prob) < 4 * np.sqrt(prob * (1 - prob) / draws) + 1e-3
+    assert release(scores, None).tolist() == (scores > 0).tolist() or release(scores, None).sum() == 1
+    assert release(np.array([-3.0, -1.0, -2.0]), None).tolist() == [False, True, False]
+    assert release(np.array([2.0, -1.0, 0.5]), None).tolist() == [True, False, True]
 
 
 def test_the_flow_network_is_equivariant_and_size_free():
@@ -155,20 +199,3 @@ def test_the_flow_network_is_equivariant_and_size_free():
         assert torch.allclose(net(h), net(g)[fp], atol=1e-6)
         bigger = _tiny_graph(rng, flows=40, links=12)
         assert net(bigger).shape == (40,)
-
-
-def test_first_fit_in_the_policy_order_is_what_the_episode_plays():
-    inst = Instance(parse_spec("bcube:n=3,k=1"), nbytes=1e6)
-    ep = Episode(inst, DEFAULT_ALPHA)
-    ep.choose_chunks(0)
-    while not ep.upper_done:
-        ep.choose_tree(0)
-    g = ep.round_graph()
-    order = np.arange(len(g.flows))[::-1]
-    expected = first_fit(ep.engine, g.flows[order])
-    widened = set(widen(ep.engine, g.flows[order], expected))
-    before = ep.engine.done.copy()
-    taken = ep.play(g, order)
-    assert g.flows[taken].tolist() == expected  # the decision: first fit's picks
-    assert set(np.flatnonzero(ep.engine.done & ~before).tolist()) == widened  # what ran
-    assert len(widened) > len(expected)  # here the swaps trade a pick for two flows

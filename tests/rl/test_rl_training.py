@@ -18,10 +18,11 @@ from arsched.algorithms import build
 from arsched.collective import validate
 from arsched.errors import ArschedError
 from arsched.rl import checkpoint
+from arsched.rl.episode import RULES
 from arsched.rl.forward import shapes
 from arsched.rl.instance import Instance
 from arsched.rl.nets import Policy
-from arsched.rl.rollout import Timer, run
+from arsched.rl.rollout import Plan, Timer, best_plan, run
 from arsched.rl.search import restarts
 from arsched.rl.training import Decisions, TrainConfig, advantages, distill, imitate, replays, train, update
 from arsched.sim import DEFAULT_ALPHA
@@ -104,15 +105,17 @@ def test_an_update_makes_the_better_episode_likelier_than_the_worse_one():
     assert after[0] - after[1] > before[0] - before[1]
 
 
-def test_imitation_makes_greedys_schedule_the_policys():
-    """After the warm start the deterministic policy makes greedy's plan and greedy's rounds:
-    the teacher's schedule transfer for transfer (on DCell(3,1) the rounds differed, 1.275x
-    against greedy's 1.186x, while the features could not tell greedy's ties apart)."""
+@pytest.mark.parametrize("rule", RULES)
+def test_imitation_makes_a_plans_schedule_the_policys(rule):
+    """After the warm start the deterministic policy makes the plan's chunk count, shapes and
+    rounds, whichever rule: the teacher's schedule transfer for transfer (on DCell(3,1)
+    greedy's rounds differed, 1.275x against greedy's 1.186x, while the features could not
+    tell greedy's ties apart)."""
     torch.manual_seed(0)
     policy = Policy.create(hidden=32, layers=1)
     inst = Instance(parse_spec("dcell:n=3,k=1"), None, 16e6)
     timer = Timer(DEFAULT_ALPHA)
-    teacher = run(inst, None, timer, "greedy")
+    teacher = run(inst, None, timer, "plan", plan=Plan(1, 2, rule))
     imitate(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), [teacher], 100)
     mine = run(inst, policy, timer)
     assert [k for _, _, k in mine.choices] == [k for _, _, k in teacher.choices]
@@ -122,15 +125,13 @@ def test_imitation_makes_greedys_schedule_the_policys():
 
 
 def test_distilling_stops_once_the_policy_replays_its_elites():
-    """A random policy distils greedy's episode on two networks until its own deterministic
+    """A random policy distils the best plans' episodes on two networks until its own deterministic
     episodes are those schedules (checked every few passes, not all passes spent); a policy
     that already replays them takes no pass."""
     torch.manual_seed(1)
     policy = Policy.create(hidden=32, layers=1)
     timer = Timer(DEFAULT_ALPHA)
-    elites = [
-        run(Instance(parse_spec(s), None, 16e6), None, timer, "greedy") for s in ("dcell:n=2,k=1", "ring:n=5")
-    ]
+    elites = [best_plan(Instance(parse_spec(s), None, 16e6), timer) for s in ("dcell:n=2,k=1", "ring:n=5")]
     assert not all(replays(policy, t) for t in elites)
     taken = distill(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), elites, 400, None, 0)
     assert 0 < taken < 400 and all(replays(policy, t) for t in elites)
@@ -159,7 +160,7 @@ def test_checkpoints_load_plain_arrays_and_refuse_bad_files(tmp_path, trained):
     meta = json.loads((src / "meta.json").read_text())
     for bad, message in (
         ({"feature_version": 99}, "feature version 99"),
-        ({"format": "arsched.hrl/2"}, "expected 'arsched.hrl/3'"),
+        ({"format": "arsched.hrl/3"}, "expected 'arsched.hrl/4'"),
         ({"hidden": 10**9}, "hidden must be a whole number from 1 to"),
         ({"layers": "two"}, "layers must be a whole number"),
         ({"hidden": 32}, "does not fit the network"),
@@ -208,7 +209,7 @@ def test_the_numpy_forward_pass_is_the_torch_networks():
             mine = frozen.option_logits(rows, kind)
             theirs = policy.option_logits(torch.as_tensor(rows), kind).numpy()
             np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-5)
-        for g, _ in traj.rounds[:5]:
+        for g, _, _ in traj.rounds[:5]:
             theirs = policy.round_scores(g).numpy()
             np.testing.assert_allclose(frozen.round_scores(g), theirs, rtol=1e-5, atol=1e-5)
 

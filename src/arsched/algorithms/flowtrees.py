@@ -4,8 +4,9 @@ paper (arXiv 2503.21013), shared by `greedy-trees` (greedy_trees.py) and `hrl` (
 Chunk c is reduced up a tree over the ranks rooted at some rank (a node forwards its partial
 sum to its parent once all its children's flows arrived: the paper's *merge*) and the result
 is copied back down the same tree. A *flow* is one chunk moving along one tree edge, on the
-routed path between the two ranks. Scheduling proceeds in rounds: a directed link carries at
-most one flow per round. `FlowTreeEngine` holds the state (which flows are available, which
+routed path between the two ranks. Scheduling proceeds in rounds: in the paper's rounds a
+directed link carries at most one flow per round (`hrl` may also release flows that share
+links, which the flow model then shares). `FlowTreeEngine` holds the state (which flows are available, which
 conflict, which ran) and turns the rounds it executes into a `Schedule` (one step per round).
 This module builds the trees (`build_trees`, one of the `SHAPES`) and runs the rounds it is
 given; which flows go into a round is the scheduler's choice (greedy_trees.py, arsched.rl).
@@ -350,14 +351,16 @@ class FlowTreeEngine:
         links = np.concatenate([self._links[f] for f in flows]) if len(flows) else np.zeros(0, int)
         return len(np.unique(links)) == len(links)
 
-    def execute(self, flows: Sequence[int]) -> None:
-        """Run available, pairwise conflict-free flows as one round (merges happen after it)."""
+    def execute(self, flows: Sequence[int], exclusive: bool = True) -> None:
+        """Run available flows as one round (merges happen after it); `exclusive` (the paper's
+        rounds) requires them pairwise conflict-free, otherwise flows of a round may share links
+        (the flow model shares them; the round only orders each connection's steps)."""
         flows = sorted({int(f) for f in flows})
         if not flows:
             raise ArschedError("a round needs at least one flow")
         if not all(0 <= f < self.num_flows and self.available[f] for f in flows):
             raise ArschedError("a flow of the round is not available")
-        if not self.conflict_free(flows):
+        if exclusive and not self.conflict_free(flows):
             raise ArschedError("two flows of the round share a directed link")
         self.available[flows] = False
         self.done[flows] = True

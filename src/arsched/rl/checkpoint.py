@@ -31,8 +31,8 @@ from arsched.rl.forward import Frozen, Weights, shapes
 if TYPE_CHECKING:
     from arsched.rl.nets import Policy
 
-FORMAT = "arsched.hrl/3"
-FEATURE_VERSION = 4  # bump whenever a feature of arsched.rl.episode changes
+FORMAT = "arsched.hrl/4"
+FEATURE_VERSION = 5  # bump whenever a feature of arsched.rl.episode changes
 LEVELS = ("upper", "lower")
 META = "meta.json"
 DEFAULT = Path(__file__).resolve().parent / "checkpoints" / "default"

@@ -12,9 +12,9 @@ valid random action, drawn from `reset`'s seed):
 - `level` 1, the tree of the next chunk: `trees` holds one row per shape (`tree_features`);
   the highest score is taken;
 - `level` 2, a round: `flows` and `links` hold the round's available flows and the links they
-  cross, `edges` the flow–link incidence (flow index, link index); the round is the
-  conflict-free set first fit takes from the flows in decreasing score (ties by index),
-  widened by greedy-trees' swaps, as in training.
+  cross, `edges` the flow–link incidence (flow index, link index); the round releases every
+  flow with a positive score (the highest-scored alone if none is positive), the others wait
+  for a later round, as the trained policy's mode does (`forward.release`).
 
 The reward is 0 until the last step, then minus the schedule's time in the flow model (in-order
 connections, α of the constructor) over the lower bound — what `arsched train` maximises; `info`
@@ -43,6 +43,7 @@ from arsched.rl.episode import (
     Episode,
     RoundGraph,
 )
+from arsched.rl.forward import release
 from arsched.rl.instance import Instance
 from arsched.sim import simulate_flow
 from arsched.topology.core import Topology
@@ -126,7 +127,7 @@ class ScheduleEnv(gym.Env):
         elif not ep.upper_done:
             ep.choose_tree(int(np.argmax(scores)))
         else:
-            ep.play(self._graph, np.argsort(-scores, kind="stable"))
+            ep.play(self._graph, release(scores, None))
         if not ep.finished:
             return self._observe(), 0.0, False, False, {}
         schedule = ep.schedule()

@@ -6,17 +6,17 @@ instance's library carries that chunk. Each decision is a choice among a few opt
 by a row of features each (`option_features`, `tree_features`), so one network scores any
 number of them. The **lower level** then builds the schedule one *round* per step: every
 available flow is a node of a bipartite flow–link graph (`RoundGraph`), a network scores every
-node, and the round is the conflict-free set that first fit takes in score order (the flows
-sharing no directed link with a flow taken before them). Sampling the order by Gumbel noise on
-the scores makes the round a draw from a Plackett–Luce policy whose probability is exact
-(`arsched.rl.nets.round_log_prob`), so an episode is tens to hundreds of decisions, not one per
-flow. The environment then widens the round with greedy-trees' swaps (`widen`), a fixed rule
-like the engine's checks: with it, greedy's own order gives greedy-trees' rounds exactly
-(without it, fewer flows per round and slower schedules: the warm start imitated a weaker
-teacher than the baseline it is judged against; bench_rl_warm). Every feature
-is a ratio (no ids, no counts that grow with the network), so one policy runs on networks it
-never saw. Whatever the decisions, the episode ends in a schedule the
-validator accepts: every round is checked by the engine.
+node, and each flow is released now or kept for a later round (`play`). Flows of a round may
+share links: in the flow model (in-order connections) a round only orders each connection's
+transfers, and the paper's conflict-free rounds were what capped its pipeline there (greedy's
+rounds over tree packing's own trees were 1.23–1.66× the bound where tree packing's pipeline
+is 1.00–1.02×). Three fixed rules (`RULES`) are expressible as features, and each is the
+best on some network: greedy-trees' conflict-free round (`GREEDY`), every available flow
+(`asap`), and the flow that leads its connection (`LEAD`: one per connection, the longest
+critical path first); the policy may follow any or none. Every feature is a ratio or a flag (no
+ids, no counts that grow with the network), so one policy runs on networks it never saw.
+Whatever the decisions, the episode ends in a schedule the validator accepts: every round is
+checked by the engine.
 """
 
 from __future__ import annotations
@@ -24,18 +24,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
 
 from arsched.algorithms.flowtrees import REDUCE, SHAPES, FlowTreeEngine
-from arsched.algorithms.greedy_trees import critical_path, first_fit, round_order, widen
+from arsched.algorithms.greedy_trees import critical_path, fill_round, round_order
 from arsched.collective.schedule import Schedule
 from arsched.rl.instance import Instance
 
 OPTION_FEATURES = 4
 TREE_FEATURES = 7 + len(SHAPES)
-FLOW_FEATURES = 9
-PLACE = FLOW_FEATURES - 1  # the flow feature that is its place in greedy-trees' order
+FLOW_FEATURES = 11
+PLACE = 8  # the flow feature that is its place in greedy-trees' order
+GREEDY = 9  # ... that says it is in greedy-trees' round
+LEAD = 10  # ... that says it leads its connection
 LINK_FEATURES = 3
+RULES = ("greedy", "asap", "lead")  # the fixed rounds the features express (`rule_release`)
 
 
 def _relative(x: np.ndarray) -> np.ndarray:
@@ -55,13 +57,6 @@ class RoundGraph:
     x_link: np.ndarray
     edge_flow: np.ndarray
     edge_link: np.ndarray
-
-    def conflicts(self, picks: np.ndarray) -> np.ndarray:
-        """K × F: does each of the `picks` share a directed link with each flow (a flow
-        conflicts with itself)."""
-        shape = (len(self.flows), len(self.x_link))
-        inc = sparse.csr_matrix((np.ones(len(self.edge_flow)), (self.edge_flow, self.edge_link)), shape=shape)
-        return (inc[picks] @ inc.T).toarray() > 0
 
 
 class Episode:
@@ -161,10 +156,13 @@ class Episode:
         """The graph of this round's available flows (see the module docstring). Flow features:
         direction, remaining critical path, remaining load of its busiest link, hops, its
         tree's progress, rounds waited, path speed, how many available flows compete for its
-        busiest link, and its place in greedy-trees' order (1 first, 0 last: the heuristic's
-        advice, which the policy may follow or not; without it greedy's ties, broken by chunk
-        and source, could not be learned from id-free features and the warm start fell short
-        of its teacher); link features: remaining load, available flows, speed."""
+        busiest link, its place in greedy-trees' order (1 first, 0 last), whether greedy-trees'
+        round takes it, and whether it leads its connection (the longest critical path of the
+        connection's available flows, then the lowest chunk). The last three are the fixed
+        rules' advice, which the policy may follow or not (without the place, greedy's ties,
+        broken by chunk and source, could not be learned from id-free features and the warm
+        start fell short of its teacher); link features: remaining load, available flows,
+        speed."""
         e = self.engine
         num_links = len(self.instance.capacity)
         flows = np.flatnonzero(e.available)
@@ -177,6 +175,11 @@ class Episode:
         tree_done = np.bincount(e.flow_tree[e.done], minlength=len(e.trees)) / self._tree_flows
         age = self.rounds - self._since[flows]
         place = round_order(e, self._prio)[flows]
+        greedy = np.isin(flows, fill_round(e, flows[np.argsort(place, kind="stable")]))
+        by_lead = np.lexsort((e.flow_chunk[flows], -self._prio[flows]))
+        lead = np.zeros(len(flows), dtype=bool)
+        conn = e.flow_src[flows] * len(self.instance.ranks) + e.flow_dst[flows]
+        lead[by_lead[np.unique(conn[by_lead], return_index=True)[1]]] = True
         x_flow = np.column_stack(
             [
                 self._is_reduce[flows],
@@ -188,6 +191,8 @@ class Episode:
                 self._path_speed[flows],
                 _relative(avail_count[mine].max(1)),
                 1.0 - place / max(len(flows) - 1, 1),
+                greedy,
+                lead,
             ]
         ).astype(np.float32)
         rows, cols = np.nonzero(mine < num_links)
@@ -197,24 +202,20 @@ class Episode:
         ).astype(np.float32)
         return RoundGraph(flows, x_flow, x_link, rows.astype(np.int64), edge_link.ravel().astype(np.int64))
 
-    def play(self, graph: RoundGraph, order: np.ndarray) -> np.ndarray:
-        """Run the round that first fit takes from the graph's flows in `order` (local
-        indices), widened by greedy-trees' swaps (`widen`: a rule of the environment, as in
-        greedy-trees, so that greedy's order gives greedy's rounds); returns the local indices
-        first fit took, in the order taken: the decision whose probability the policy gives."""
-        e = self.engine
-        ordered = graph.flows[order]
-        picked = first_fit(e, ordered)
-        local = {int(f): i for i, f in enumerate(graph.flows.tolist())}
-        e.execute(widen(e, ordered, picked))
-        self._since[(self._since < 0) & e.available] = self.rounds
-        return np.array([local[f] for f in picked], dtype=np.int64)
+    def play(self, graph: RoundGraph, release: np.ndarray) -> None:
+        """Run the graph's flows where `release` (a bool per flow, at least one) is true as this
+        round; the others stay available for a later round."""
+        self.engine.execute(graph.flows[np.asarray(release, dtype=bool)], exclusive=False)
+        self._since[(self._since < 0) & self.engine.available] = self.rounds
 
-    def greedy_order(self, graph: RoundGraph) -> np.ndarray:
-        """greedy-trees' order of the graph's flows (busiest link first, then the longest
-        critical path): the teacher of the warm start, read from the flows' place feature
-        (`PLACE`: distinct places stay distinct in float32 below 2**24 flows)."""
-        return np.argsort(-graph.x_flow[:, PLACE], kind="stable")
+    @staticmethod
+    def rule_release(graph: RoundGraph, rule: str) -> np.ndarray:
+        """The flows one of the fixed `RULES` releases: greedy-trees' conflict-free round, every
+        available flow (`asap`), or the flow leading each connection (`lead`); read from the
+        features, so a policy can express each."""
+        if rule == "asap":
+            return np.ones(len(graph.flows), dtype=bool)
+        return graph.x_flow[:, GREEDY if rule == "greedy" else LEAD] > 0.5
 
     def schedule(self, meta: dict | None = None) -> Schedule:
         return self.engine.schedule(meta)

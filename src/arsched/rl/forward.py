@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 
 from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, OPTION_FEATURES, TREE_FEATURES, RoundGraph
 
@@ -111,12 +112,16 @@ class Frozen:
         return mlp(self.upper, net, np.asarray(rows, dtype=np.float32))[:, 0] / np.float32(self.temperature)
 
     def round_scores(self, g: RoundGraph) -> np.ndarray:
-        """The logits of the round's Plackett–Luce policy."""
+        """The logits of the round's release decisions (`release`)."""
         return flow_scores(self.lower, self.layers, g) / np.float32(self.temperature)
 
 
-def sample_order(scores: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
-    """The flows in decreasing score (rng None: the policy's mode) or in a Plackett–Luce draw
-    (scores plus Gumbel noise)."""
-    keys = scores if rng is None else scores + rng.gumbel(size=scores.shape)
-    return np.argsort(-keys, kind="stable")
+def release(scores: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+    """Which flows of a round go now: each independently with probability sigmoid(score) (rng
+    None: the policy's mode, every positive score); if none would, the highest-scored flow
+    alone (the first at ties), so every round makes progress. The probability of the result is
+    `nets.release_log_prob`'s."""
+    go = scores > 0 if rng is None else rng.random(len(scores)) < expit(scores)
+    if not go.any():
+        go[int(np.argmax(scores))] = True
+    return go

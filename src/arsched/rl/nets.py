@@ -11,12 +11,11 @@ of their decisions; episodes run their weights in numpy (`forward`, `Policy.froz
   of its flows' embeddings and every flow the max of its links'; a linear head scores each
   flow. It is equivariant to any renumbering of flows and links and runs on any graph size.
 
-A round is first fit over the flows in an order drawn from the Plackett–Luce distribution of
-the scores (Gumbel noise, `forward.sample_order`). First fit takes, at each point, the first flow in
-the order that conflicts with nothing taken, and in a Plackett–Luce order the first of any
-set is distributed as the softmax over that set; so the round's probability is
-Π_k softmax(scores over the flows still feasible before pick k)[pick k] (`round_log_prob`),
-exact and cheap: the policy gradient needs nothing else.
+A round releases each available flow independently with probability sigmoid(score), and the
+highest-scored flow alone if that would release none (`forward.release`). So the probability
+of a round that released flows R is Π_{i∈R} σ(s_i) Π_{i∉R} σ(−s_i), except where R is the
+top-scored flow t alone, which both "only t" and "none" give: Π_{i≠t} σ(−s_i)
+(`release_log_prob`), exact and cheap: the policy gradient needs nothing else.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, OPTION_FEATURES, TREE_FEATURES, RoundGraph
@@ -83,13 +83,15 @@ class FlowScorer(nn.Module):
         return self.head(hf).squeeze(-1)
 
 
-def round_log_prob(scores: torch.Tensor, conflicts: torch.Tensor, picks: torch.Tensor) -> torch.Tensor:
-    """log P(first fit takes `picks`, in that order) under the Plackett–Luce policy of `scores`;
-    `conflicts` is the picks' K × F bool matrix of `RoundGraph.conflicts`."""
-    rows = conflicts.to(scores.dtype)  # K × F
-    blocked = (torch.cumsum(rows, 0) - rows) > 0  # blocked before each pick
-    masked = scores.unsqueeze(0).masked_fill(blocked, -torch.inf)
-    return (scores[picks] - torch.logsumexp(masked, 1)).sum()
+def release_log_prob(
+    scores: torch.Tensor, released: torch.Tensor, lone: torch.Tensor, round_of: torch.Tensor, rounds: int
+) -> torch.Tensor:
+    """log P of each round's release decisions (see the module docstring): `scores` and the
+    bool `released` per flow of all the rounds, `round_of` each flow's round, `lone` per
+    round whether it released its top-scored flow alone (whose own term then drops out)."""
+    terms = torch.where(released, F.logsigmoid(scores), F.logsigmoid(-scores))
+    terms = terms.masked_fill(released & lone[round_of], 0.0)
+    return torch.zeros(rounds, dtype=scores.dtype).index_add_(0, round_of, terms)
 
 
 @dataclass
@@ -111,7 +113,7 @@ class Policy:
         return self.upper(rows, kind) / self.temperature
 
     def round_scores(self, graph: RoundGraph) -> torch.Tensor:
-        """The logits of the round's Plackett–Luce policy, likewise."""
+        """The logits of the round's release decisions, likewise."""
         return self.lower(graph) / self.temperature
 
     def parameters(self) -> list[torch.nn.Parameter]:

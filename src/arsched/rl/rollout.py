@@ -1,6 +1,10 @@
-"""Running episodes: a policy (or greedy-trees' rules, or uniform random decisions) drives an
+"""Running episodes: a policy (or a fixed plan, or uniform random decisions) drives an
 `Episode` to its schedule, which the flow model times; the decisions are recorded so that
 training can recompute their log-probabilities.
+
+A fixed `Plan` is one chunk count, one tree shape for every chunk and one of the episode's
+`RULES` for every round; `best_plan` is the fastest of them all in the flow model: the warm
+start's teacher, and the baseline learning has to beat (greedy-trees' own plan is one of them).
 
 The reward of an episode is its schedule's time in the flow model (in-order connections, the
 default) at the instance's message size, divided by the instance's lower bound: the number
@@ -9,37 +13,39 @@ users compare. The round model is not used at all.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from arsched.algorithms.flowtrees import SHAPES
-from arsched.algorithms.greedy_trees import best_engine
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.rl.episode import Episode, RoundGraph
-from arsched.rl.forward import Frozen, sample_order
+from arsched.rl.episode import RULES, Episode, RoundGraph
+from arsched.rl.forward import Frozen, release
 from arsched.rl.instance import Instance
 from arsched.sim import simulate_flow
 
 if TYPE_CHECKING:
     from arsched.rl.nets import Policy
 
-MODES = ("policy", "sample", "greedy", "random")
+MODES = ("policy", "sample", "plan", "random")
 LEVELS = ("upper", "lower")
 
 
 @dataclass
 class Trajectory:
     """An episode's decisions and result: `choices` are (kind, rows, chosen row) of the upper
-    level, `rounds` (graph, local indices taken in order) of the lower level; `levels` the
+    level, `rounds` (graph, a bool per flow: released, whether the policy's top-scored flow
+    went alone: `nets.release_log_prob`) of the lower level; `levels` the
     levels whose decisions were sampled; `gap` is the flow model's time over the bound."""
 
     instance: Instance
     levels: tuple[str, ...] = LEVELS
     choices: list[tuple[str, np.ndarray, int]] = field(default_factory=list)
-    rounds: list[tuple[RoundGraph, np.ndarray]] = field(default_factory=list)
+    rounds: list[tuple[RoundGraph, np.ndarray, bool]] = field(default_factory=list)
+    plan: Plan | None = None
     schedule: Schedule | None = None
     time_s: float = float("nan")
     gap: float = float("nan")
@@ -60,11 +66,42 @@ class Timer:
         return result.time_s, result.bound_s
 
 
-def greedy_plan(inst: Instance) -> tuple[int, int]:
-    """greedy-trees' upper decisions on an instance (`best_engine`): the index of its chunk count
-    among the instance's options and of its tree shape among `SHAPES` (every chunk's)."""
-    shape, engine = best_engine(inst.topology, inst.ranks, inst.nbytes, None, None, "hrl")
-    return inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape)
+@dataclass(frozen=True)
+class Plan:
+    """Fixed decisions for a whole episode: the index of the chunk count among the instance's
+    options, the tree shape (index into `SHAPES`) of every chunk, the round rule of `RULES`."""
+
+    chunks: int
+    shape: int
+    rule: str
+
+
+_BEST: weakref.WeakKeyDictionary[Instance, dict[float, Trajectory]] = weakref.WeakKeyDictionary()
+
+
+def best_plan(inst: Instance, timer: Timer) -> Trajectory:
+    """The fastest fixed plan's episode in the flow model at the timer's α (the first at ties;
+    computed once per instance and α): every chunk count, shape and rule, except those whose
+    busiest link alone needs longer than the best time so far (a lower bound on their time,
+    from the library's link usage)."""
+    known = _BEST.setdefault(inst, {})
+    if timer.alpha not in known:
+        best = None
+        for k, count in enumerate(inst.chunk_options):
+            lib = inst.library(count)
+            for s in range(len(SHAPES)):
+                load = np.zeros(len(inst.capacity))
+                for links, counts in lib.usage[s]:
+                    load[links] += counts
+                floor = float((load * (inst.nbytes / count) / inst.capacity).max())
+                for rule in RULES:
+                    if best is not None and floor >= best.time_s:
+                        break
+                    t = run(inst, None, timer, "plan", plan=Plan(k, s, rule))
+                    if best is None or t.time_s < best.time_s:
+                        best = t
+        known[timer.alpha] = best
+    return known[timer.alpha]
 
 
 def _pick(logits: np.ndarray, rng: np.random.Generator | None) -> int:
@@ -82,22 +119,23 @@ def run(
     rng: np.random.Generator | None = None,
     meta: dict | None = None,
     levels: tuple[str, ...] = LEVELS,
+    plan: Plan | None = None,
 ) -> Trajectory:
     """One episode: `policy` (the networks' best decisions), `sample` (the decisions of the
     `levels` drawn from the networks' distributions with `rng`, the other level's the networks'
-    best), `greedy` (greedy-trees' decisions: the warm start's teacher) or `random` (uniform
-    decisions drawn with `rng`: the search baseline's). Without a `timer` the schedule is not
-    simulated (`time_s` and `gap` stay NaN). The networks run in numpy (`policy.frozen()`)."""
+    best), `plan` (the fixed decisions of `plan`) or `random` (uniform decisions drawn with
+    `rng`: the search baseline's; each flow of a round released with probability 1/2). Without
+    a `timer` the schedule is not simulated (`time_s` and `gap` stay NaN). The networks run in
+    numpy (`policy.frozen()`)."""
     net = None if policy is None else policy.frozen()
     ep = Episode(inst, DEFAULT_ALPHA if timer is None else timer.alpha)
-    traj = Trajectory(inst, levels=levels if mode == "sample" else ())
-    plan = greedy_plan(inst) if mode == "greedy" else None
+    traj = Trajectory(inst, levels=levels if mode == "sample" else (), plan=plan)
     draw_upper = rng if mode == "sample" and "upper" in levels else None
     draw_lower = rng if mode == "sample" and "lower" in levels else None
 
     def decide(kind: str, rows: np.ndarray) -> int:
-        if mode == "greedy":
-            k = plan[0] if kind == "chunks" else plan[1]
+        if mode == "plan":
+            k = plan.chunks if kind == "chunks" else plan.shape
         elif mode == "random":
             k = int(rng.integers(len(rows)))
         else:
@@ -110,13 +148,17 @@ def run(
         ep.choose_tree(decide("tree", ep.tree_features()))
     while not ep.finished:
         g = ep.round_graph()
-        if mode == "greedy":
-            order = ep.greedy_order(g)
+        lone = False
+        if mode == "plan":
+            go = ep.rule_release(g, plan.rule)
         elif mode == "random":
-            order = rng.permutation(len(g.flows))
+            go = release(np.zeros(len(g.flows)), rng)
         else:
-            order = sample_order(net.round_scores(g), draw_lower)
-        traj.rounds.append((g, ep.play(g, order)))
+            scores = net.round_scores(g)
+            go = release(scores, draw_lower)
+            lone = bool(go.sum() == 1 and go[int(np.argmax(scores))])
+        ep.play(g, go)
+        traj.rounds.append((g, go, lone))
     traj.schedule = ep.schedule(meta)
     if timer is not None:
         traj.time_s, bound = timer.time(traj.schedule)

@@ -1,10 +1,10 @@
 """Training the learned scheduler: a warm start by imitation, then group-relative clipped
 policy gradient with the flow model's time as the reward.
 
-1. Warm start (`warm_start`): both networks fit greedy-trees' decisions on the training
-   networks (its chunk count and tree shape, and the rounds that first fit takes in its
-   order) by maximum likelihood, so learning starts from the heuristic. Without it the
-   networks start from their random initial weights (cold start).
+1. Warm start (`warm_start`): both networks fit the decisions of each training network's best
+   fixed plan (`rollout.best_plan`: the fastest chunk count, tree shape and round rule, of
+   which greedy-trees' is one) by maximum likelihood, so learning starts from the best
+   heuristic. Without it the networks start from their random initial weights (cold start).
 2. Each iteration samples a group of `group` episodes on every training network from the
    current policy; each episode's reward is minus its gap (flow-model time over the bound,
    `arsched.rl.rollout`), and its advantage is that reward's standard score within its group
@@ -14,7 +14,7 @@ policy gradient with the flow model's time as the reward.
    of the group, each decision's ratio against its log-probability when it was sampled.
    Then, whenever sampling found an episode better than any before on a network, the policy
    distils it (expert iteration, Anthony et al., 2017; self-imitation, Oh et al., 2018): passes
-   of maximum likelihood over every network's best episode so far (greedy-trees' own at first,
+   of maximum likelihood over every network's best episode so far (the best plan's at first,
    when warm-started) until the deterministic policy replays each of them or `distill` passes
    are spent. The policy's mode then is the best schedule found and its samples explore around
    it. Without it a schedule found once by sampling was lost again unless the group's noisy
@@ -49,8 +49,8 @@ from arsched.rl import checkpoint
 from arsched.rl.config import Seeds, TrainConfig
 from arsched.rl.episode import RoundGraph
 from arsched.rl.instance import Instance
-from arsched.rl.nets import Policy, round_log_prob
-from arsched.rl.rollout import LEVELS, Timer, Trajectory, run
+from arsched.rl.nets import Policy, release_log_prob
+from arsched.rl.rollout import LEVELS, Timer, Trajectory, best_plan, run
 from arsched.topology import parse_spec
 
 log = logging.getLogger(__name__)
@@ -79,11 +79,10 @@ def merge(graphs: Sequence[RoundGraph]) -> RoundGraph:
 
 class Decisions:
     """A trajectory's decisions prepared for recomputing their log-probabilities: the upper
-    level's rows, the lower level's rounds as one merged graph with each round's conflicts.
-    Rounds that took every available flow are left out (any order gives that round: the
-    order's probability is noise to the gradient); with `most`, at most that many of the
-    others, drawn with `rng` (an unbiased sample of the decisions: long episodes' updates cost
-    what short ones' do)."""
+    level's rows, the lower level's rounds as one merged graph with every flow's release.
+    Rounds of one available flow are left out (it goes whatever the scores); with `most`, at
+    most that many of the others, drawn with `rng` (an unbiased sample of the decisions: long
+    episodes' updates cost what short ones' do)."""
 
     def __init__(
         self,
@@ -99,15 +98,17 @@ class Decisions:
         assert kinds[0] == "chunks" and all(k == "tree" for k in kinds[1:])
         self.tree_rows = torch.as_tensor(np.stack([r for _, r, _ in traj.choices[1:]]))
         self.tree_choice = torch.as_tensor([c for _, _, c in traj.choices[1:]])
-        chosen = [i for i, (g, p) in enumerate(traj.rounds) if len(p) < len(g.flows) and "lower" in levels]
+        chosen = [i for i, (g, _, _) in enumerate(traj.rounds) if len(g.flows) > 1 and "lower" in levels]
         if most is not None and len(chosen) > most:
             chosen = sorted(rng.choice(chosen, most, replace=False).tolist())
-        graphs = [traj.rounds[i][0] for i in chosen]
-        self.graph = merge(graphs) if graphs else None
-        self.bounds = np.cumsum([0, *(len(g.flows) for g in graphs)]).tolist()
-        self.rounds = [
-            (torch.as_tensor(g.conflicts(p)), torch.as_tensor(p)) for g, p in (traj.rounds[i] for i in chosen)
-        ]
+        rounds = [traj.rounds[i] for i in chosen]
+        self.graph = merge([g for g, _, _ in rounds]) if rounds else None
+        self.rounds = len(rounds)
+        if rounds:
+            self.released = torch.as_tensor(np.concatenate([go for _, go, _ in rounds]))
+            sizes = [len(go) for _, go, _ in rounds]
+            self.round_of = torch.as_tensor(np.repeat(np.arange(len(rounds)), sizes))
+            self.lone = torch.as_tensor([lone for _, _, lone in rounds])
 
     def log_probs(self, policy: Policy) -> torch.Tensor:
         """Per decision of the levels (the chunk count, each tree, each round with a choice), its
@@ -119,14 +120,7 @@ class Decisions:
             parts += [chunks.unsqueeze(0), trees.gather(1, self.tree_choice.unsqueeze(1)).squeeze(1)]
         if self.rounds:
             scores = policy.round_scores(self.graph)
-            parts.append(
-                torch.stack(
-                    [
-                        round_log_prob(scores[self.bounds[i] : self.bounds[i + 1]], conflicts, picks)
-                        for i, (conflicts, picks) in enumerate(self.rounds)
-                    ]
-                )
-            )
+            parts.append(release_log_prob(scores, self.released, self.lone, self.round_of, self.rounds))
         return torch.cat(parts) if parts else torch.zeros(0)
 
 
@@ -244,8 +238,8 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     rows: list[dict] = []
     baseline = greedy_gaps(instances, timer)
     elites: list[Trajectory | None] = [None] * len(instances)  # each network's best episode so far
+    teachers = [best_plan(inst, timer) for inst in instances]
     if cfg.warm_start:
-        teachers = [run(inst, None, timer, "greedy") for inst in instances]
         elites = list(teachers)
         warm = torch.optim.Adam(policy.parameters(), lr=cfg.imitation_rate)
         imitate(policy, warm, teachers, cfg.imitation_epochs, cfg.max_rounds, seeds.imitation())
@@ -335,6 +329,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
         "simulations": timer.calls,
         "gaps": [round(g, 6) for g in best_gaps],
         "greedy_gaps": [round(g, 6) for g in baseline],
+        "best_plan_gaps": [round(t.gap, 6) for t in teachers],
         "train_seconds": round(time.perf_counter() - t0, 2),
         **cfg.extra_meta,
     }
