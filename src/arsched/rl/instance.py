@@ -59,6 +59,7 @@ class Instance:
         counts = [c for c in (*candidate_chunks(n, None), 2 * n) if c <= MAX_TREES]
         self.chunk_options = tuple(sorted(set(counts)))
         self._libraries: dict[int, Library] = {}
+        self.best_plans: dict[float, object] = {}  # per α, the best fixed plan's episode (rollout)
 
     @property
     def num_ranks(self) -> int:

@@ -13,7 +13,6 @@ users compare. The round model is not used at all.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -76,15 +75,12 @@ class Plan:
     rule: str
 
 
-_BEST: weakref.WeakKeyDictionary[Instance, dict[float, Trajectory]] = weakref.WeakKeyDictionary()
-
-
 def best_plan(inst: Instance, timer: Timer) -> Trajectory:
     """The fastest fixed plan's episode in the flow model at the timer's α (the first at ties;
     computed once per instance and α): every chunk count, shape and rule, except those whose
     busiest link alone needs longer than the best time so far (a lower bound on their time,
     from the library's link usage)."""
-    known = _BEST.setdefault(inst, {})
+    known = inst.best_plans
     if timer.alpha not in known:
         best = None
         for k, count in enumerate(inst.chunk_options):
