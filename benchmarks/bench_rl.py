@@ -165,6 +165,7 @@ def main() -> None:
     curve_its = 2 if args.quick else args.curve_iterations
     seeds = (0,) if args.quick else (0, 1, 2)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_rl_"))
+    resumed = any(work.glob("*/meta.json"))  # trainings a cut run finished
     t_all = time.perf_counter()
 
     with ProcessPoolExecutor(args.workers) as pool:
@@ -267,7 +268,7 @@ def main() -> None:
         f"{general['simulations']} simulations) on {', '.join(GENERAL_SET)} and run unchanged on "
         f"every network here (all held out). Native: bcube-native on BCube, torus-native on tori, "
         f"none elsewhere. Tasks ran {args.workers} at a time, each on one thread ({wall / 60:.0f} "
-        f"minutes{' after resuming a cut run with --work' if args.work else ' in all'}), so `train s` "
+        f"minutes{' after resuming a cut run with --work' if resumed else ' in all'}), so `train s` "
         f"and `infer ms` are measured with {args.workers} tasks sharing the cores (and other work on "
         f"the machine)."
         + (

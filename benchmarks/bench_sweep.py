@@ -83,7 +83,7 @@ def publish_trainings(config: Path, rows: list[dict[str, str]]) -> None:
     publish(
         "Short hrl trainings from a config",
         f"The `rl` block of `{config.relative_to(ROOT)}`: `hrl` trained on each topology for the "
-        "iterations shown (imitation of greedy-trees, then group-relative PPO on the flow model's "
+        "iterations shown (imitation of the best fixed plan, then group-relative PPO on the flow model's "
         "time; see `arsched train`), then run there at the block's size beside greedy-trees: rounds in the "
         "round model, gap to the lower bound in the flow model. These trainings are kept short so "
         "that `make bench` stays short; the longer per-instance trainings are in the Hierarchical RL "

@@ -18,7 +18,8 @@ def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
     meta = json.loads((ck / "meta.json").read_text())
     assert meta["command"] == (
         "arsched train -t dcell:n=2,k=1 --iterations 1 --group 2 --seed 0 --size 16MB --imitation-epochs 3 "
-        "--distill 100 --hidden 16 --layers 2 --temperature 0.3 --learning-rate 0.001 --evaluate-every 5 "
+        "--distill 100 --hidden 16 --layers 2 --temperature 0.3 --explore 0.02 --learning-rate 0.001 "
+        "--evaluate-every 5 "
         f"--out {ck}"
     )
     sched = tmp_path / "s.json"
@@ -47,6 +48,7 @@ def test_bad_input_is_one_sentence(capsys, tmp_path):
         ["train", "-t", "bcube:n=2,k=2", "--size", "lots", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "--learning-rate", "2", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "--temperature", "0", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--explore", "1", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "-o", str(tmp_path / "missing" / "x")],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--checkpoint", str(tmp_path), "-o", s],
@@ -67,6 +69,7 @@ def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(c
         "huge": ({**meta, "hidden": 200000}, "hidden must be a whole number from 1 to 1024, got 200000"),
         "zero": ({**meta, "layers": 0}, "layers must be a whole number from 1 to 8, got 0"),
         "cold": ({**meta, "temperature": 0}, "temperature must be a number in (0, 1], got 0"),
+        "wild": ({**meta, "explore": 1.5}, "explore must be a number in [0, 1), got 1.5"),
         "old": ({**meta, "format": "arsched.hrl/1"}, "expected 'arsched.hrl/4': retrain it"),
     }
     for name, (content, expected) in cases.items():

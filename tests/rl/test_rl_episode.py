@@ -16,9 +16,9 @@ from arsched.algorithms.flowtrees import SHAPES
 from arsched.algorithms.greedy_trees import best_engine, critical_path
 from arsched.collective import numeric_check, validate
 from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, RULES, Episode, RoundGraph
-from arsched.rl.forward import release
+from arsched.rl.forward import choice_probs, release
 from arsched.rl.instance import Instance
-from arsched.rl.nets import FlowScorer, Policy, release_log_prob
+from arsched.rl.nets import FlowScorer, Policy, choice_log_probs, release_log_prob
 from arsched.rl.rollout import Plan, Timer, best_plan, run
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
 from arsched.topology import parse_spec
@@ -141,21 +141,23 @@ def _tiny_graph(rng: np.random.Generator, flows: int, links: int) -> RoundGraph:
     )
 
 
-def _log_prob(scores: np.ndarray, go: np.ndarray) -> float:
+def _log_prob(scores: np.ndarray, go: np.ndarray, explore: float = 0.0) -> float:
     lone = bool(go.sum() == 1 and go[int(np.argmax(scores))])
     one_round = torch.zeros(len(go), dtype=torch.long)
-    lp = release_log_prob(torch.as_tensor(scores), torch.as_tensor(go), torch.as_tensor([lone]), one_round, 1)
-    return float(lp[0])
+    args = (torch.as_tensor(scores), torch.as_tensor(go), torch.as_tensor([lone]), one_round, 1, explore)
+    return float(release_log_prob(*args)[0])
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_round_probability_is_exact(seed):
+@pytest.mark.parametrize("explore", [0.0, 0.1])
+def test_the_round_probability_is_exact(seed, explore):
     """Sum the probability of every outcome of the independent draws of a small round by brute
     force, grouped by the release it gives (none drawn: the top-scored flow alone): each
-    group's total is exp(release_log_prob), and the groups sum to 1."""
+    group's total is exp(release_log_prob), and the groups sum to 1, with and without the
+    exploration floor."""
     rng = np.random.default_rng(seed)
     scores = rng.normal(size=5) * 2
-    p = 1 / (1 + np.exp(-scores))
+    p = (1 - explore) / (1 + np.exp(-scores)) + explore / 2
     totals: dict[tuple[bool, ...], float] = {}
     for draw in itertools.product([False, True], repeat=5):
         d = np.array(draw)
@@ -166,25 +168,39 @@ def test_the_round_probability_is_exact(seed):
     assert sum(totals.values()) == pytest.approx(1.0)
     assert len(totals) == 2**5 - 1
     for go, prob in totals.items():
-        assert np.exp(_log_prob(scores, np.array(go))) == pytest.approx(prob, rel=1e-9)
+        assert np.exp(_log_prob(scores, np.array(go), explore)) == pytest.approx(prob, rel=1e-9)
 
 
-def test_sampled_rounds_follow_their_probability():
+@pytest.mark.parametrize("explore", [0.0, 0.2])
+def test_sampled_rounds_follow_their_probability(explore):
     """`forward.release` draws releases at the frequencies release_log_prob states, and its
-    mode is every positive score (the top alone if none is)."""
+    mode is every positive score (the top alone if none is), whatever the exploration floor;
+    with it, even a flow scored far below every other goes in about explore/2 of the draws."""
     rng = np.random.default_rng(11)
-    scores = rng.normal(size=4) - 1
+    scores = np.append(rng.normal(size=4) - 1, -50.0)
     counts: dict[tuple[bool, ...], int] = {}
     draws = 20_000
     for _ in range(draws):
-        key = tuple(release(scores, rng).tolist())
+        key = tuple(release(scores, rng, explore).tolist())
         counts[key] = counts.get(key, 0) + 1
     for go, c in counts.items():
-        prob = np.exp(_log_prob(scores, np.array(go)))
+        prob = np.exp(_log_prob(scores, np.array(go), explore))
         assert abs(c / draws - prob) < 4 * np.sqrt(prob * (1 - prob) / draws) + 1e-3
-    assert release(scores, None).tolist() == (scores > 0).tolist() or release(scores, None).sum() == 1
-    assert release(np.array([-3.0, -1.0, -2.0]), None).tolist() == [False, True, False]
-    assert release(np.array([2.0, -1.0, 0.5]), None).tolist() == [True, False, True]
+    last = sum(c for go, c in counts.items() if go[-1]) / draws
+    assert abs(last - explore / 2) < 0.01
+    assert release(np.array([-3.0, -1.0, -2.0]), None, explore).tolist() == [False, True, False]
+    assert release(np.array([2.0, -1.0, 0.5]), None, explore).tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("explore", [0.0, 0.3])
+def test_upper_choices_follow_their_probability(explore):
+    """The upper level's sampled choices: numpy's probabilities (`choice_probs`) are torch's
+    (`choice_log_probs`) and sum to 1; the floor gives every option at least explore/K."""
+    logits = np.array([4.0, -3.0, 0.5, -20.0])
+    p = choice_probs(logits, explore)
+    lp = choice_log_probs(torch.as_tensor(logits), 0, explore).numpy()
+    np.testing.assert_allclose(np.exp(lp), p, rtol=1e-9)
+    assert p.sum() == pytest.approx(1.0) and p.min() >= explore / 4 - 1e-12 and p.argmax() == 0
 
 
 def test_the_flow_network_is_equivariant_and_size_free():

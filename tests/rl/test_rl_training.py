@@ -124,6 +124,24 @@ def test_imitation_makes_a_plans_schedule_the_policys(rule):
     assert validate(mine.schedule).ok
 
 
+def test_the_exploration_floor_keeps_samples_from_replaying_the_teacher():
+    """After imitation the scores are so far apart that sampled episodes replay the teacher
+    (nothing for the group's advantages to compare); with the floor they differ, while the
+    deterministic episode stays the teacher's."""
+    torch.manual_seed(0)
+    inst = Instance(parse_spec("dcell:n=3,k=1"), None, 16e6)
+    timer = Timer(DEFAULT_ALPHA)
+    teacher = best_plan(inst, timer)
+    policy = Policy.create(hidden=32, layers=1, temperature=0.3)
+    imitate(policy, torch.optim.Adam(policy.parameters(), lr=1e-2), [teacher], 100)
+    rng = np.random.default_rng(0)
+    assert replays(policy, teacher)
+    assert all(run(inst, policy, timer, "sample", rng).gap == teacher.gap for _ in range(4))
+    policy.explore = 0.05
+    assert replays(policy, teacher)
+    assert len({run(inst, policy, timer, "sample", rng).gap for _ in range(4)} - {teacher.gap}) > 0
+
+
 def test_distilling_stops_once_the_policy_replays_its_elites():
     """A random policy distils the best plans' episodes on two networks until its own deterministic
     episodes are those schedules (checked every few passes, not all passes spent); a policy

@@ -32,7 +32,7 @@ def train(
     seed: Annotated[int, typer.Option(help="Seed of the weights and of every sampled episode.")] = D("seed"),
     size: Annotated[str, typer.Option(help="Message size the reward is measured at, e.g. 256MB.")] = "256MB",
     warm_start: Annotated[
-        bool, typer.Option(help="First imitate greedy-trees (--no-warm-start: from random weights).")
+        bool, typer.Option(help="First imitate the best fixed plan (--no-warm-start: from random weights).")
     ] = D("warm_start"),
     alternate: Annotated[
         bool,
@@ -57,6 +57,13 @@ def train(
     temperature: Annotated[
         float, typer.Option(help="Temperature of the sampled rounds (below 1: nearer the policy's mode).")
     ] = D("temperature"),
+    explore: Annotated[
+        float,
+        typer.Option(
+            help="Exploration floor of sampled decisions: each flow goes with probability at least "
+            "half of it either way, each option at least its share (0: none; the mode is unchanged)."
+        ),
+    ] = D("explore"),
     learning_rate: Annotated[float, typer.Option(help="Adam's step size.")] = D("learning_rate"),
     evaluate_every: Annotated[
         int, typer.Option(help="Iterations between evaluations of the deterministic policy.")
@@ -66,10 +73,11 @@ def train(
     """Train the two-level policy of `--algorithm hrl` on the flow model's time.
 
     The upper network chooses the chunk count and each chunk's flow tree among greedy-trees'
-    shapes, the lower network (message passing over the round's flows and links) orders each
-    round's flows, of which first fit takes a conflict-free set. The reward is the schedule's
-    time in the flow model over the lower bound, at --size. Both networks first imitate
-    greedy-trees (--no-warm-start: random weights); then each iteration samples --group
+    shapes, the lower network (message passing over the round's flows and links) decides which
+    of each round's available flows go now. The reward is the schedule's time in the flow
+    model over the lower bound, at --size. Both networks first imitate the best fixed plan
+    (the fastest chunk count, tree shape and round rule; --no-warm-start: random weights);
+    then each iteration samples --group
     episodes per network (one level sampled, the other at its best, alternating) and takes
     PPO's clipped step, each episode's advantage relative to its group; a better episode than
     any before is then distilled into the policy (--distill passes at most).
@@ -86,6 +94,7 @@ def train(
     command += [*([] if warm_start else ["--no-warm-start"]), *([] if alternate else ["--joint"])]
     command += ["--imitation-epochs", str(imitation_epochs), "--distill", str(distill)]
     command += ["--hidden", str(hidden), "--layers", str(layers), "--temperature", str(temperature)]
+    command += ["--explore", str(explore)]
     command += ["--learning-rate", str(learning_rate)]
     command += ["--evaluate-every", str(evaluate_every), "--out", str(out_dir)]
     cfg = TrainConfig(
@@ -102,6 +111,7 @@ def train(
         hidden=hidden,
         layers=layers,
         temperature=temperature,
+        explore=explore,
         learning_rate=learning_rate,
         evaluate_every=evaluate_every,
         extra_meta={"command": shlex.join(command)},

@@ -198,7 +198,7 @@ def _cluster_section(rows: list[dict[str, str]]) -> str:
 
 
 def _rl_section(rows: list[dict[str, str]]) -> str:
-    """Per training: the trained policy (hrl) beside greedy-trees, its warm start, on its topology."""
+    """Per training: the trained policy (hrl) beside greedy-trees on its topology."""
     body, best = [], []
     for r in sorted(rows, key=lambda r: (r["topology"], int(r["seed"]), int(r["iterations"]))):
         gaps = (float(r["gap"]), float(r["greedy_gap"]))
@@ -221,7 +221,8 @@ def _rl_section(rows: list[dict[str, str]]) -> str:
     return (
         "<h2>Hierarchical deep RL: trained policies</h2>"
         '<p class="muted">Each policy trained (<code>arsched train</code>, reward: the flow model\'s time) '
-        "on one topology and evaluated there beside greedy-trees, the heuristic it starts from: gap to "
+        "on one topology and evaluated there beside greedy-trees, the paper's heuristic (the policy "
+        "starts from the topology's best fixed plan, of which greedy-trees' is one): gap to "
         "the lower bound in the flow model (the lower in bold), rounds in the round model, both at the "
         "block's message size. Checkpoints are in the results folder; run one with <code>arsched "
         "schedule -a hrl --checkpoint DIR/CHECKPOINT</code>.</p>" + _table(header, body, best)

@@ -104,6 +104,9 @@ def read_meta(folder: Path) -> dict[str, Any]:
     t = meta.get("temperature")
     if not (isinstance(t, int | float) and not isinstance(t, bool) and 0 < t <= 1):
         raise ArschedError(f"{path}: temperature must be a number in (0, 1], got {reprlib.repr(t)}")
+    x = meta.get("explore")
+    if not (isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < 1):
+        raise ArschedError(f"{path}: explore must be a number in [0, 1), got {reprlib.repr(x)}")
     return meta
 
 
@@ -136,4 +139,4 @@ def load_policy(folder: Path) -> tuple[Frozen, dict[str, Any]]:
     meta = read_meta(folder)
     expected = shapes(meta["hidden"], meta["layers"])
     upper, lower = (_load(Path(folder) / f"{level}.npz", expected[level]) for level in LEVELS)
-    return Frozen(upper, lower, meta["layers"], float(meta["temperature"])), meta
+    return Frozen(upper, lower, meta["layers"], float(meta["temperature"]), float(meta["explore"])), meta

@@ -30,11 +30,12 @@ class TrainConfig:
     seed: int = 0
     nbytes: float = 256e6  # the message size the reward is measured at
     alpha: float | None = None  # per-transfer overhead (None: the flow model's default)
-    warm_start: bool = True  # first imitate greedy-trees
+    warm_start: bool = True  # first imitate the best fixed plan (rollout.best_plan)
     imitation_epochs: int = 200
     hidden: int = 32
     layers: int = 2  # message-passing rounds of the lower network
     temperature: float = 0.3  # of the rounds' distribution: below 1, sampled rounds stay nearer the mode
+    explore: float = 0.02  # the exploration floor of sampled decisions (see arsched.rl.forward)
     learning_rate: float = 1e-3
     imitation_rate: float = 1e-3  # Adam's step size in the warm start
     alternate: bool = True  # sample one level per iteration, the other acting as its mode
@@ -73,6 +74,8 @@ class TrainConfig:
             raise ArschedError(
                 "the learning rates and the clip range must lie in (0, 1), the temperature in (0, 1]"
             )
+        if not 0.0 <= self.explore < 1.0:
+            raise ArschedError(f"--explore must lie in [0, 1), got {self.explore!r}")
 
     @staticmethod
     def default(name: str) -> Any:

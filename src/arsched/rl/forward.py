@@ -95,12 +95,14 @@ def flow_scores(w: Weights, layers: int, g: RoundGraph) -> np.ndarray:
 @dataclass(frozen=True)
 class Frozen:
     """Both networks' weights (`upper`, `lower`), `layers` rounds of message passing, and the
-    `temperature` that divides both levels' logits (it sharpens sampled choices, not the mode)."""
+    `temperature` that divides both levels' logits (it sharpens sampled choices, not the mode) and
+    the `explore` floor of sampled decisions (`release`, `choice_probs`)."""
 
     upper: Weights
     lower: Weights
     layers: int
     temperature: float = 1.0
+    explore: float = 0.0
 
     def frozen(self) -> Frozen:
         """Itself: what an episode runs (`nets.Policy.frozen` copies torch's weights into one)."""
@@ -116,12 +118,26 @@ class Frozen:
         return flow_scores(self.lower, self.layers, g) / np.float32(self.temperature)
 
 
-def release(scores: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
-    """Which flows of a round go now: each independently with probability sigmoid(score) (rng
-    None: the policy's mode, every positive score); if none would, the highest-scored flow
-    alone (the first at ties), so every round makes progress. The probability of the result is
-    `nets.release_log_prob`'s."""
-    go = scores > 0 if rng is None else rng.random(len(scores)) < expit(scores)
+def go_probability(scores: np.ndarray, explore: float) -> np.ndarray:
+    """Each flow's probability of going now (see `release`)."""
+    return (1 - explore) * expit(scores) + explore / 2
+
+
+def choice_probs(logits: np.ndarray, explore: float) -> np.ndarray:
+    """An upper-level choice's probabilities: the softmax of the logits with the `explore`
+    floor, (1 − explore)·softmax + explore/K over K options (the mode is the softmax's)."""
+    p = np.exp(logits - logits.max())
+    return (1 - explore) * p / p.sum() + explore / len(p)
+
+
+def release(scores: np.ndarray, rng: np.random.Generator | None, explore: float = 0.0) -> np.ndarray:
+    """Which flows of a round go now: each independently with probability
+    (1 − explore)·sigmoid(score) + explore/2 (rng None: the policy's mode, every positive
+    score); if none would, the highest-scored flow alone (the first at ties), so every round
+    makes progress. The probability of the result is `nets.release_log_prob`'s. The floor keeps
+    sampling alive after imitation: the warm start drives scores so far apart that samples
+    without it replayed the teacher and training had nothing to compare (bench_rl)."""
+    go = scores > 0 if rng is None else rng.random(len(scores)) < go_probability(scores, explore)
     if not go.any():
         go[int(np.argmax(scores))] = True
     return go

@@ -84,14 +84,32 @@ class FlowScorer(nn.Module):
 
 
 def release_log_prob(
-    scores: torch.Tensor, released: torch.Tensor, lone: torch.Tensor, round_of: torch.Tensor, rounds: int
+    scores: torch.Tensor,
+    released: torch.Tensor,
+    lone: torch.Tensor,
+    round_of: torch.Tensor,
+    rounds: int,
+    explore: float = 0.0,
 ) -> torch.Tensor:
     """log P of each round's release decisions (see the module docstring): `scores` and the
     bool `released` per flow of all the rounds, `round_of` each flow's round, `lone` per
-    round whether it released its top-scored flow alone (whose own term then drops out)."""
-    terms = torch.where(released, F.logsigmoid(scores), F.logsigmoid(-scores))
+    round whether it released its top-scored flow alone (whose own term then drops out); each
+    flow goes with (1 − explore)·σ(s) + explore/2 (`forward.release`)."""
+    if explore:
+        p = (1 - explore) * torch.sigmoid(scores) + explore / 2
+        terms = torch.where(released, torch.log(p), torch.log1p(-p))
+    else:
+        terms = torch.where(released, F.logsigmoid(scores), F.logsigmoid(-scores))
     terms = terms.masked_fill(released & lone[round_of], 0.0)
     return torch.zeros(rounds, dtype=scores.dtype).index_add_(0, round_of, terms)
+
+
+def choice_log_probs(logits: torch.Tensor, dim: int, explore: float = 0.0) -> torch.Tensor:
+    """log-probabilities of upper-level choices along `dim`: the softmax with the `explore`
+    floor (`forward.choice_probs`)."""
+    if not explore:
+        return torch.log_softmax(logits, dim)
+    return torch.log((1 - explore) * torch.softmax(logits, dim) + explore / logits.shape[dim])
 
 
 @dataclass
@@ -101,11 +119,14 @@ class Policy:
     upper: RowScorer
     lower: FlowScorer
     temperature: float = 1.0  # of both levels' distributions
+    explore: float = 0.0  # their exploration floor (forward.release, forward.choice_probs)
 
     @classmethod
-    def create(cls, hidden: int = 64, layers: int = 2, temperature: float = 1.0) -> Policy:
+    def create(
+        cls, hidden: int = 64, layers: int = 2, temperature: float = 1.0, explore: float = 0.0
+    ) -> Policy:
         """Untrained networks (torch's generator draws the weights)."""
-        return cls(RowScorer(hidden), FlowScorer(hidden, layers), temperature)
+        return cls(RowScorer(hidden), FlowScorer(hidden, layers), temperature, explore)
 
     def option_logits(self, rows: torch.Tensor, kind: str) -> torch.Tensor:
         """The logits of an upper-level choice: the upper network's scores over the temperature
@@ -127,4 +148,5 @@ class Policy:
         arrays = {
             level: {k: v.detach().numpy().copy() for k, v in w.items()} for level, w in self.state().items()
         }
-        return Frozen(arrays["upper"], arrays["lower"], len(self.lower.link_up), self.temperature)
+        layers = len(self.lower.link_up)
+        return Frozen(arrays["upper"], arrays["lower"], layers, self.temperature, self.explore)

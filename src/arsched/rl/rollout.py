@@ -22,7 +22,7 @@ from arsched.algorithms.flowtrees import SHAPES
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.rl.episode import RULES, Episode, RoundGraph
-from arsched.rl.forward import Frozen, release
+from arsched.rl.forward import Frozen, choice_probs, release
 from arsched.rl.instance import Instance
 from arsched.sim import simulate_flow
 
@@ -100,11 +100,10 @@ def best_plan(inst: Instance, timer: Timer) -> Trajectory:
     return known[timer.alpha]
 
 
-def _pick(logits: np.ndarray, rng: np.random.Generator | None) -> int:
+def _pick(logits: np.ndarray, rng: np.random.Generator | None, explore: float) -> int:
     if rng is None:
         return int(np.argmax(logits))
-    p = np.exp(logits - logits.max())
-    return int(rng.choice(len(p), p=p / p.sum()))
+    return int(rng.choice(len(logits), p=choice_probs(logits, explore)))
 
 
 def run(
@@ -135,7 +134,7 @@ def run(
         elif mode == "random":
             k = int(rng.integers(len(rows)))
         else:
-            k = _pick(net.option_logits(rows, kind), draw_upper)
+            k = _pick(net.option_logits(rows, kind), draw_upper, net.explore)
         traj.choices.append((kind, rows, k))
         return k
 
@@ -151,7 +150,7 @@ def run(
             go = release(np.zeros(len(g.flows)), rng)
         else:
             scores = net.round_scores(g)
-            go = release(scores, draw_lower)
+            go = release(scores, draw_lower, net.explore)
             lone = bool(go.sum() == 1 and go[int(np.argmax(scores))])
         ep.play(g, go)
         traj.rounds.append((g, go, lone))

@@ -49,7 +49,7 @@ from arsched.rl import checkpoint
 from arsched.rl.config import Seeds, TrainConfig
 from arsched.rl.episode import RoundGraph
 from arsched.rl.instance import Instance
-from arsched.rl.nets import Policy, release_log_prob
+from arsched.rl.nets import Policy, choice_log_probs, release_log_prob
 from arsched.rl.rollout import LEVELS, Timer, Trajectory, best_plan, run
 from arsched.topology import parse_spec
 
@@ -115,12 +115,16 @@ class Decisions:
         log-probability."""
         parts = []
         if "upper" in self.levels:
-            chunks = torch.log_softmax(policy.option_logits(self.chunk_rows, "chunks"), 0)[self.chunk_choice]
-            trees = torch.log_softmax(policy.option_logits(self.tree_rows, "tree"), 1)
+            explore = policy.explore
+            chunks = choice_log_probs(policy.option_logits(self.chunk_rows, "chunks"), 0, explore)
+            chunks = chunks[self.chunk_choice]
+            trees = choice_log_probs(policy.option_logits(self.tree_rows, "tree"), 1, explore)
             parts += [chunks.unsqueeze(0), trees.gather(1, self.tree_choice.unsqueeze(1)).squeeze(1)]
         if self.rounds:
             scores = policy.round_scores(self.graph)
-            parts.append(release_log_prob(scores, self.released, self.lone, self.round_of, self.rounds))
+            parts.append(
+                release_log_prob(scores, self.released, self.lone, self.round_of, self.rounds, policy.explore)
+            )
         return torch.cat(parts) if parts else torch.zeros(0)
 
 
@@ -233,7 +237,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     alpha = DEFAULT_ALPHA if cfg.alpha is None else cfg.alpha
     instances = [Instance(parse_spec(s), None, cfg.nbytes, s) for s in cfg.topologies]
     timer = Timer(alpha)
-    policy = Policy.create(cfg.hidden, cfg.layers, cfg.temperature)
+    policy = Policy.create(cfg.hidden, cfg.layers, cfg.temperature, cfg.explore)
     t0 = time.perf_counter()
     rows: list[dict] = []
     baseline = greedy_gaps(instances, timer)
@@ -318,6 +322,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
         "hidden": cfg.hidden,
         "layers": cfg.layers,
         "temperature": cfg.temperature,
+        "explore": cfg.explore,
         "max_rounds": cfg.max_rounds,
         "learning_rate": cfg.learning_rate,
         "imitation_rate": cfg.imitation_rate,
