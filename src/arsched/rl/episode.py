@@ -33,8 +33,7 @@ from arsched.rl.instance import Instance
 OPTION_FEATURES = 4
 TREE_FEATURES = 7 + len(SHAPES)
 FLOW_FEATURES = 11
-PLACE = 8  # the flow feature that is its place in greedy-trees' order
-GREEDY = 9  # ... that says it is in greedy-trees' round
+GREEDY = 9  # the flow feature that says it is in greedy-trees' round
 LEAD = 10  # ... that says it leads its connection
 LINK_FEATURES = 3
 RULES = ("greedy", "asap", "lead")  # the fixed rounds the features express (`rule_release`)

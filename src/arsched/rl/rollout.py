@@ -29,7 +29,6 @@ from arsched.sim import simulate_flow
 if TYPE_CHECKING:
     from arsched.rl.nets import Policy
 
-MODES = ("policy", "sample", "plan", "random")
 LEVELS = ("upper", "lower")
 
 
