@@ -36,8 +36,9 @@ LEVELS = ("upper", "lower")
 class Trajectory:
     """An episode's decisions and result: `choices` are (kind, rows, chosen row) of the upper
     level, `rounds` (graph, a bool per flow: released, whether the policy's top-scored flow
-    went alone: `nets.release_log_prob`) of the lower level; `levels` the
-    levels whose decisions were sampled; `gap` is the flow model's time over the bound."""
+    went alone: `nets.release_log_prob`) of the lower level; `levels` the levels whose
+    decisions were sampled; `plan` the fixed plan that made them, if one did; `gap` is the flow
+    model's time over the bound."""
 
     instance: Instance
     levels: tuple[str, ...] = LEVELS
