@@ -23,11 +23,10 @@ from pathlib import Path
 
 from arsched.algorithms import build
 from arsched.algorithms.flowtrees import SHAPES
-from arsched.algorithms.greedy_trees import best_engine
 from arsched.collective import validate
 from arsched.rl.config import TrainConfig
 from arsched.rl.instance import Instance
-from arsched.rl.rollout import Plan, Timer, best_plan, run
+from arsched.rl.rollout import Timer, best_plan, greedy_plan, run
 from arsched.rl.training import train
 from arsched.sim import DEFAULT_ALPHA, simulate_flow
 from arsched.topology import parse_spec
@@ -46,9 +45,7 @@ def measure(spec: str, out: str) -> list[str]:
     topo = parse_spec(spec)
     greedy = build("greedy-trees", topo, None, NBYTES)
     inst = Instance(topo, None, NBYTES, spec)
-    shape, engine = best_engine(topo, inst.ranks, NBYTES, None, None, "hrl")
-    plan = Plan(inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape), "greedy")
-    replay = run(inst, None, Timer(DEFAULT_ALPHA), "plan", plan=plan)
+    replay = run(inst, None, Timer(DEFAULT_ALPHA), "plan", plan=greedy_plan(inst))
     teacher = best_plan(inst, Timer(DEFAULT_ALPHA))
     assert all(validate(s).ok for s in (greedy, replay.schedule, teacher.schedule))
     start = time.perf_counter()

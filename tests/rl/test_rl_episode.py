@@ -13,13 +13,13 @@ import torch
 
 from arsched.algorithms import build
 from arsched.algorithms.flowtrees import SHAPES
-from arsched.algorithms.greedy_trees import best_engine, critical_path
+from arsched.algorithms.greedy_trees import critical_path
 from arsched.collective import numeric_check, validate
 from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, RULES, Episode, RoundGraph
 from arsched.rl.forward import choice_probs, release
 from arsched.rl.instance import Instance
 from arsched.rl.nets import FlowScorer, Policy, choice_log_probs, release_log_prob
-from arsched.rl.rollout import Plan, Timer, best_plan, run
+from arsched.rl.rollout import Plan, Timer, best_plan, greedy_plan, run
 from arsched.sim import DEFAULT_ALPHA, simulate_flow, simulate_rounds
 from arsched.topology import parse_spec
 
@@ -64,11 +64,6 @@ def test_every_episode_ends_in_a_valid_schedule(spec, driver, policy):
     assert len(kinds) - 1 == inst.chunk_options[traj.choices[0][2]]
 
 
-def _greedy_trees_plan(inst: Instance) -> Plan:
-    shape, engine = best_engine(inst.topology, inst.ranks, inst.nbytes, None, None, "hrl")
-    return Plan(inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape), "greedy")
-
-
 def _rows(s):
     return sorted(map(tuple, np.column_stack([s.step, s.chunk, s.src, s.dst, s.op]).tolist()))
 
@@ -79,7 +74,7 @@ def test_the_greedy_rule_on_greedys_plan_is_greedy_trees(spec):
     widened by the swaps) are greedy-trees' steps: the same transfers, step by step."""
     topo = parse_spec(spec)
     inst = Instance(topo, nbytes=64e6)
-    traj = run(inst, None, Timer(DEFAULT_ALPHA), "plan", plan=_greedy_trees_plan(inst))
+    traj = run(inst, None, Timer(DEFAULT_ALPHA), "plan", plan=greedy_plan(inst))
     assert _rows(traj.schedule) == _rows(build("greedy-trees", topo, None, 64e6))
 
 
@@ -97,7 +92,7 @@ def test_the_best_plan_is_the_fastest_fixed_plan(spec):
         for s in range(len(SHAPES)):
             for rule in RULES:
                 assert run(inst, None, timer, "plan", plan=Plan(k, s, rule)).time_s >= best.time_s
-    greedy = run(inst, None, timer, "plan", plan=_greedy_trees_plan(inst))
+    greedy = run(inst, None, timer, "plan", plan=greedy_plan(inst))
     assert greedy.time_s >= best.time_s
 
 

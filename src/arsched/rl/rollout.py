@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from arsched.algorithms.flowtrees import SHAPES
+from arsched.algorithms.greedy_trees import best_engine
 from arsched.collective.schedule import Schedule
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.rl.episode import RULES, Episode, RoundGraph
@@ -73,6 +74,13 @@ class Plan:
     chunks: int
     shape: int
     rule: str
+
+
+def greedy_plan(inst: Instance) -> Plan:
+    """greedy-trees' decisions as a plan (`best_engine`: its chunk count and tree shape, and
+    its conflict-free rounds): one of the plans `best_plan` weighs."""
+    shape, engine = best_engine(inst.topology, inst.ranks, inst.nbytes, None, None, "hrl")
+    return Plan(inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape), "greedy")
 
 
 def best_plan(inst: Instance, timer: Timer) -> Trajectory:
