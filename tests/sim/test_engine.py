@@ -12,7 +12,7 @@ import arsched.sim.engine as engine
 from arsched.sim import simulate_flow
 from arsched.sim.deps import derive
 from arsched.sim.paths import compile_paths
-from arsched.topology import bcube, torus
+from arsched.topology import bcube, parse_spec, torus
 from schedules import ring_allreduce
 
 
@@ -84,6 +84,43 @@ def test_flows_sharing_paths_at_staggered_starts_match_the_reference(seed):
     """Several chunks per ring hop (flows on one path that start at different times, once
     their data arrives), on a torus whose random-order ring hops overlap."""
     s = contended_ring(torus((3, 3)), seed, chunks=27)
+    r = simulate_flow(s, 1e-6, fifo=False)
+    assert r.notes["method"] == "events"
+    ready, done = reference_flow(s, 1e-6)
+    np.testing.assert_allclose(r.end, done, rtol=1e-9)
+    np.testing.assert_allclose(r.start, ready, rtol=1e-9, atol=1e-15)
+
+
+def test_a_link_is_dropped_only_behind_one_every_flow_of_it_crosses_at_no_more_capacity():
+    """Path 0 crosses links 0, 1, 2, path 1 links 1, 3, 4; link 4 carries what link 3 does at
+    the same capacity (the lower index stays), link 2 is narrower than the others."""
+    ptr = np.array([0, 3, 6])
+    links = np.array([0, 1, 2, 1, 3, 4])
+    cap = np.array([10.0, 10.0, 5.0, 10.0, 10.0])
+    link_ptr = np.array([0, 1, 3, 4, 5, 6])
+    link_paths = np.array([0, 0, 1, 0, 1, 1])
+    dropped = engine._dominated(ptr, links, link_ptr, link_paths, cap)
+    # 0: behind 1 (it carries path 0 and more); 1: nothing carries both paths; 2: narrower
+    # than every other link of path 0; 3 and 4 alike: 4 behind 3, 3 behind 1
+    assert dropped.tolist() == [True, False, False, True, True]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "fattree:k=4",
+        "fattree:k=4,bandwidth=100Gbps/40Gbps/100Gbps",
+        "leafspine:leaves=3,spines=2,servers_per_leaf=3",
+    ],
+)
+def test_rings_whose_private_links_are_dropped_match_the_reference(spec):
+    """Random-order rings cross links no other hop uses (dropped where another link of the hop
+    is no wider) and links they share, some narrower than the private ones: the times are the
+    reference's, and the kernel's paths are shorter."""
+    s = contended_ring(parse_spec(spec), seed=4, chunks=2 * len(parse_spec(spec).servers))
+    cp = compile_paths(s)
+    kept = engine._Paths.of_transfers(cp, np.full(len(s), s.chunk_bytes), s.topology.compiled.capacity)
+    assert len(kept.links) < len(cp.path_links) and (np.diff(kept.ptr) >= 1).all()
     r = simulate_flow(s, 1e-6, fifo=False)
     assert r.notes["method"] == "events"
     ready, done = reference_flow(s, 1e-6)

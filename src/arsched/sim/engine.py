@@ -20,6 +20,11 @@ instant (within a relative `REL`) is handled together. What makes it fast:
 - **paths, not flows**: flows on the same path get the same max-min rate, so the filling works
   on paths weighted by their flows, and a path's flows, all of one size, finish in the order
   they started (a queue per path, a finish entry per path);
+- **only links that can bind**: a link is left out of the paths the kernel walks where another
+  link that every path through it also crosses is no wider (`_dominated`): that link carries
+  at least its load at every instant, so it fills first. Random rings on fat-trees lose most
+  of their path entries (the hosts' own links and most core links carry one hop), and the
+  component walk and the filling shrink with them (`benchmarks/bench_sim.py`);
 - **heaps of events**: ready flows by their start, paths by their first flow's finish, finished
   flows by their arrival; a path's bytes served are brought up to date only when its rate or
   its flows change. The finish heap is indexed (each path's entry is found and moved when its
@@ -409,11 +414,50 @@ def _run(
             return _STUCK
 
 
+@numba.njit(cache=True)
+def _contains(a, b):  # pragma: no cover - compiled
+    """Whether the sorted array `b` holds every element of the sorted array `a`."""
+    j = 0
+    for x in a:
+        while j < len(b) and b[j] < x:
+            j += 1
+        if j == len(b) or b[j] != x:
+            return False
+        j += 1
+    return True
+
+
+@numba.njit(cache=True)
+def _dominated(ptr, links, link_ptr, link_paths, cap):  # pragma: no cover - compiled
+    """Links whose capacity constraint never binds first: link l is dominated by a link m that
+    every path through l also crosses, with capacity no larger (ties: more paths, then the lower
+    index), because m then carries at least l's load at every instant and fills no later."""
+    out = np.zeros(len(link_ptr) - 1, dtype=np.bool_)
+    for lk in range(len(link_ptr) - 1):
+        mine = link_paths[link_ptr[lk] : link_ptr[lk + 1]]
+        if len(mine) == 0:
+            continue
+        p = mine[0]
+        for e in range(ptr[p], ptr[p + 1]):
+            m = links[e]
+            theirs = link_paths[link_ptr[m] : link_ptr[m + 1]]
+            if m == lk or cap[m] > cap[lk] or len(theirs) < len(mine):
+                continue
+            if cap[m] == cap[lk] and len(theirs) == len(mine) and m > lk:
+                continue
+            if _contains(mine, theirs):
+                out[lk] = True
+                break
+    return out
+
+
 @dataclass(frozen=True)
 class _Paths:
     """The distinct paths of the transfers: links (CSR), the path of every link entry, the path
     of every transfer, bottleneck, latency and the bytes of each of its transfers; a path's
-    flows share one max-min rate."""
+    flows share one max-min rate. `ptr`/`links`/`owner` keep only the links whose constraint can
+    bind (`_dominated`), which is all max-min filling needs; `all_ptr`/`all_links` every link,
+    for the per-link trace."""
 
     of: np.ndarray
     ptr: np.ndarray
@@ -422,18 +466,30 @@ class _Paths:
     bottleneck: np.ndarray
     latency: np.ndarray
     chunk: np.ndarray
+    all_ptr: np.ndarray
+    all_links: np.ndarray
 
     @classmethod
-    def of_transfers(cls, cp: CompiledPaths, chunk: np.ndarray) -> _Paths:
+    def of_transfers(cls, cp: CompiledPaths, chunk: np.ndarray, capacity: np.ndarray) -> _Paths:
         num = len(cp.path_ptr) - 1
         first = np.full(num, -1, dtype=np.int64)
         first[cp.path_id[::-1]] = np.arange(len(cp.path_id))[::-1]  # each path's first transfer
         used = first >= 0
         size = np.ones(num)
         size[used] = chunk[first[used]]
+        owner = cp.path_owner
+        live = used[owner]  # entries of paths some transfer takes
+        order = np.lexsort((owner[live], cp.path_links[live]))  # by link, then path
+        link_paths = owner[live][order]
+        link_ptr = np.concatenate([[0], np.cumsum(np.bincount(cp.path_links[live], minlength=len(capacity)))])
+        drop = _dominated(cp.path_ptr, cp.path_links, link_ptr.astype(np.int64), link_paths, capacity)
+        keep = ~drop[cp.path_links]
+        ptr = np.concatenate([[0], np.cumsum(np.add.reduceat(keep, cp.path_ptr[:-1]) if num else [])])
+        ptr = ptr.astype(np.int64)
         return cls(
-            cp.path_id, cp.path_ptr, cp.path_links, cp.path_owner, cp.path_bottleneck, cp.path_latency, size
-        )
+            cp.path_id, ptr, cp.path_links[keep], owner[keep], cp.path_bottleneck, cp.path_latency, size,
+            cp.path_ptr, cp.path_links,
+        )  # fmt: skip
 
 
 def _start(
@@ -519,7 +575,7 @@ def simulate_events(
     its memory (`limits.check_simulation`) before they derive the dependencies, which are part
     of it."""
     n = len(cp.path_id)
-    paths = _Paths.of_transfers(cp, np.broadcast_to(np.asarray(chunk_bytes, dtype=float), (n,)))
+    paths = _Paths.of_transfers(cp, np.broadcast_to(np.asarray(chunk_bytes, dtype=float), (n,)), capacity)
     release = np.zeros(n) if release is None else release
     a = _start(paths, deps, len(capacity), alpha, release, trace is not None)
     limit = np.inf if max_instants is None else max_instants
@@ -569,8 +625,8 @@ def _trace(
     before[1:][flows[order][1:] != flows[order][:-1]] = 0.0  # a flow's first entry: from rate 0
     change = np.empty(len(flows))
     change[order] = rates[order] - before
-    idx, lens = gather(paths.ptr, flows)
-    entry_links, entry_change = paths.links[idx], np.repeat(change, lens)
+    idx, lens = gather(paths.all_ptr, flows)
+    entry_links, entry_change = paths.all_links[idx], np.repeat(change, lens)
     ends = np.cumsum(lens)
     total = np.zeros(len(capacity))
     tiny = _FULL * float(capacity.max())
