@@ -132,7 +132,7 @@ def test_balanced_steps_reach_the_bound_on_the_torus():
     chosen = build("tree-packing", topo, None, size)
     assert chosen.meta["params"]["levels"] is True and validate(chosen).ok
     assert bound <= chosen.meta["level_time"] <= bound * 1.03
-    assert chosen.num_chunks == B.chunk_count(len(ranks), size) == min(B.CHUNKS, size // B.MIN_CHUNK)
+    assert chosen.num_chunks == B.chunk_count(len(ranks), size) == B.CHUNKS
     piped = build("tree-packing", topo, None, size, levels=False)
     assert validate(piped).ok
     gap = simulate_flow(chosen, fifo=True).gap

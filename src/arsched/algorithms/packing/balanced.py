@@ -35,8 +35,7 @@ ahead of its step on a connection of its own and take bandwidth from the steps b
 What it cannot remove: at step R only the root's children send, so that step and its mirror
 carry less than the others; and every link-step's load is a whole number of chunks, so with
 few chunks for many ranks and steps the busiest link of a step stays above the step's mean
-(`chunk_count` takes as many chunks as `TRANSFERS` and `MIN_CHUNK` allow: at 256 MB, 3,906
-chunks of 64 KB up to 65 ranks; benchmarks/bench_auto.py measured the step from 2,048). The gaps to the bound this leaves
+(`chunk_count` takes as many chunks as `TRANSFERS` allows). The gaps to the bound this leaves
 are measured by benchmarks/bench_packing_scale.py (docs/results.md).
 """
 
@@ -55,7 +54,7 @@ from arsched.collective.schedule import ScheduleBuilder
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology
 
-CHUNKS = 4096  # chunks at most (each placed as a column of its own) ...
+CHUNKS = 2048  # chunks at most (each placed as a column of its own) ...
 TRANSFERS = 524288  # ... fewer where their transfers would exceed this ...
 MIN_CHUNK = 65536  # ... and to chunks of at least this many bytes
 SHARPNESS = (50.0, 10.0)  # β tried: a link-step as loaded as the busiest costs e^β times an idle one
