@@ -146,6 +146,7 @@ CASES = {  # issue 22's contended schedules; the first three also with --quick
     "rhd, 512-server jellyfish": lambda: build("rhd", parse_spec(JELLYFISH), None, 256e6),
     "ring, 847-host Clos": lambda: build("ring", load_topology(CLOS), None, 256e6),
     "dbtree, 847-host Clos": lambda: build("dbtree", load_topology(CLOS), None, 256e6),
+    "group-trees, 847-host Clos": lambda: build("group-trees", load_topology(CLOS), None, 256e6),
     "ring, 4,096 hosts of fattree(26)": lambda: _first_hosts_ring(fattree(26), 4096),
 }
 QUICK = 3

@@ -72,19 +72,27 @@ def max_link_load(link_sets: list[set]) -> int:
     return max(Counter(lk for ls in link_sets for lk in ls).values())
 
 
-def semantic_preds(schedule, synchronous: bool = False) -> list[set[int]]:
+def semantic_preds(schedule, synchronous: bool = False, fifo: bool = False) -> list[set[int]]:
     """Every earlier-step transfer that writes t's source buffer or reads or writes t's
-    destination buffer (design §3.3); with `synchronous`, every transfer of an earlier step."""
+    destination buffer (design §3.3); with `synchronous`, every transfer of an earlier step;
+    with `fifo`, also every transfer of the latest earlier step t's (source, destination)
+    connection used."""
     tr = schedule.transfers
     step = np.array([t.step for t in tr])
     src = [(t.src, t.chunk) for t in tr]
     dst = [(t.dst, t.chunk) for t in tr]
+    conn = [(t.src, t.dst) for t in tr]
     out = []
     for i in range(len(tr)):
         preds = set()
-        for u in np.flatnonzero(step < step[i]).tolist():
+        earlier = np.flatnonzero(step < step[i]).tolist()
+        for u in earlier:
             if synchronous or dst[u] == src[i] or dst[u] == dst[i] or src[u] == dst[i]:
                 preds.add(u)
+        if fifo:
+            mine = [u for u in earlier if conn[u] == conn[i]]
+            last = max((step[u] for u in mine), default=None)
+            preds |= {u for u in mine if step[u] == last}
         out.append(preds)
     return out
 
@@ -142,15 +150,17 @@ def reference_rounds(schedule, alpha: float) -> tuple[int, float]:
     return rounds, total
 
 
-def reference_flow(schedule, alpha: float, synchronous: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def reference_flow(
+    schedule, alpha: float, synchronous: bool = False, fifo: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) per transfer in the flow model of design §3.5, by a plain event loop:
-    a transfer is ready when all its semantic predecessors are done, sends from ready + α at
-    its max-min fair rate and is done one path latency after its last byte."""
+    a transfer is ready when all its semantic predecessors (`semantic_preds`) are done, sends
+    from ready + α at its max-min fair rate and is done one path latency after its last byte."""
     topology = schedule.topology
     links = link_lists(schedule)
     cap = {(lk.src, lk.dst): lk.bandwidth for lk in topology.links}
     lat = path_latency(schedule)
-    preds = semantic_preds(schedule, synchronous)
+    preds = semantic_preds(schedule, synchronous, fifo)
     n = len(links)
     size = schedule.chunk_bytes
     ready = np.full(n, np.nan)

@@ -9,6 +9,7 @@ import pytest
 from simref import reference_flow
 
 import arsched.sim.engine as engine
+from arsched.algorithms import build
 from arsched.sim import simulate_flow
 from arsched.sim.deps import derive
 from arsched.sim.paths import compile_paths
@@ -126,3 +127,37 @@ def test_rings_whose_private_links_are_dropped_match_the_reference(spec):
     ready, done = reference_flow(s, 1e-6)
     np.testing.assert_allclose(r.end, done, rtol=1e-9)
     np.testing.assert_allclose(r.start, ready, rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["leafspine:leaves=4,spines=1,servers_per_leaf=3", "leafspine:leaves=3,spines=2,servers_per_leaf=4"],
+)
+@pytest.mark.parametrize("fifo", [True, False])
+def test_tree_flows_that_full_links_keep_at_their_rate_match_the_reference(spec, fifo):
+    """Two trees' chunks through racks: many flows at one rate on full uplinks, which keep
+    those rates while flows elsewhere start and stop (the refill leaves them out, `_pins`)."""
+    s = build("group-trees", parse_spec(spec), None, 1e7, chunks=8)
+    r = simulate_flow(s, 1e-6, fifo=fifo)
+    assert r.notes["method"] == "events"
+    ready, done = reference_flow(s, 1e-6, fifo=fifo)
+    np.testing.assert_allclose(r.end, done, rtol=1e-9)
+    np.testing.assert_allclose(r.start, ready, rtol=1e-9, atol=1e-15)
+
+
+def test_a_link_keeps_its_paths_rates_only_when_full_unchanged_and_all_at_the_level():
+    """Link 0 carries paths 0 and 1 (one flow each); `_pins` says yes only when no path on it
+    changed this instant (stamp 5), both fill it, and none above the floor is off the level."""
+    head, nxt, powner = np.array([0]), np.array([1, -1]), np.array([0, 1])
+    cap, mult = np.array([10.0]), np.array([1, 1])
+
+    def pins(rates, marks=(0, 0)):
+        return engine._pins(
+            0, 5, 5.0, 5.0 * (1 - engine.REL), cap, head, nxt, powner, np.array(marks), np.array(rates), mult
+        )
+
+    assert pins([5.0, 5.0])
+    assert not pins([5.0, 5.0], marks=(5, 0))  # a path on it changed
+    assert not pins([5.0, 4.0])  # room left (4 is below the floor, and fixed)
+    assert not pins([5.0, 5.0 * (1 - 1e-13)])  # within the floor but off the level
+    assert not pins([6.0, 4.0])  # full, but one above the level

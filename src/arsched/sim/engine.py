@@ -25,6 +25,12 @@ instant (within a relative `REL`) is handled together. What makes it fast:
   at least its load at every instant, so it fills first. Random rings on fat-trees lose most
   of their path entries (the hosts' own links and most core links carry one hop), and the
   component walk and the filling shrink with them (`benchmarks/bench_sim.py`);
+- **full links keep their rates**: a path at exactly the level an instant changes is left
+  out of the refill where one of its links is full, untouched by the instant, and carries no
+  path at that level or above at another rate (`_pins`): those paths cannot slow down (the
+  refill starts at that level) and the link cannot carry more. Where flows share links at one
+  rate (trees through racks, in-order connections), the walk otherwise spans hundreds of such
+  paths to change a handful (`benchmarks/bench_sim.py`);
 - **heaps of events**: ready flows by their start, paths by their first flow's finish, finished
   flows by their arrival; a path's bytes served are brought up to date only when its rate or
   its flows change. The finish heap is indexed (each path's entry is found and moved when its
@@ -195,6 +201,90 @@ def _fill(
                 active += 1
                 delta = min(delta, left[lk] / count[lk])
 
+
+@numba.njit(cache=True)
+def _pins(lk, stamp, lam0, floor, cap, head, nxt, powner, path_mark, prate, mult):  # pragma: no cover
+    """Whether link `lk` keeps the rate of every path on it through this instant: no path on it
+    changed, it is full, and every path on it at `floor` or above sends at exactly `lam0`. Those
+    paths end at lam0 or above (the refill starts there) and the link cannot carry more, so
+    they all keep lam0 and the refill may treat them as fixed."""
+    load = 0.0
+    e = head[lk]
+    while e >= 0:
+        p = powner[e]
+        if path_mark[p] == stamp or (prate[p] >= floor and prate[p] != lam0):
+            return False
+        load += mult[p] * prate[p]
+        e = nxt[e]
+    return load >= cap[lk] * (1.0 - _FULL)
+
+
+# fmt: off
+@numba.njit(cache=True, inline="always")
+def _component(
+    touched, ntouched, stamp, lam0, floor, cap, head, nxt, powner, pptr, plinks, mult,
+    prate, path_mark, link_mark, comp_mark, comp_links, comp_paths, count, left, growing,
+    pinning, pinned,
+):  # pragma: no cover - compiled
+    # fmt: on
+    """The links and paths whose rates an instant can change, breadth first from the `touched`
+    links (the paths whose flows changed are `path_mark`ed, the touched links `link_mark`ed,
+    with `stamp`): every path whose flows changed, and every other path at rate `floor` or
+    more that no link keeps at its rate (`_pins`), with its links' growing flows (`count`) and
+    their capacity left after the other paths (`left`). Returns the numbers of links and
+    paths. (Inlined: as a call of its own, it was rounded differently and ran slower.)"""
+    nl = 0
+    ncomp = 0
+    for i in range(ntouched):
+        lk = touched[i]
+        comp_links[nl] = lk
+        count[lk] = 0
+        left[lk] = cap[lk]
+        nl += 1
+    i = 0
+    while i < nl:
+        at = comp_links[i]
+        e = head[at]
+        i += 1
+        while e >= 0:
+            p = powner[e]
+            known = comp_mark[p] == stamp
+            fixed = False
+            if not known and prate[p] == lam0 and path_mark[p] != stamp:
+                if abs(pinned[p]) != stamp:  # not yet asked this instant
+                    pinned[p] = -stamp
+                    for e2 in range(pptr[p], pptr[p + 1]):
+                        lk = plinks[e2]
+                        if abs(pinning[lk]) != stamp:
+                            keeps = _pins(
+                                lk, stamp, lam0, floor, cap, head, nxt, powner, path_mark, prate, mult
+                            )
+                            pinning[lk] = stamp if keeps else -stamp
+                        if pinning[lk] == stamp:
+                            pinned[p] = stamp
+                            break
+                fixed = pinned[p] == stamp
+            if known or (not fixed and (path_mark[p] == stamp or prate[p] >= floor)):
+                count[at] += mult[p]
+                if comp_mark[p] != stamp:
+                    comp_mark[p] = stamp
+                    comp_paths[ncomp] = p
+                    ncomp += 1
+                    growing[p] = 1
+                    for e2 in range(pptr[p], pptr[p + 1]):
+                        lk = plinks[e2]
+                        if link_mark[lk] != stamp:
+                            link_mark[lk] = stamp
+                            comp_links[nl] = lk
+                            count[lk] = 0
+                            left[lk] = cap[lk]
+                            nl += 1
+            else:
+                left[at] -= mult[p] * prate[p]
+            e = nxt[e]
+    return nl, ncomp
+
+
 # fmt: off
 @numba.njit(cache=True)
 def _run(
@@ -205,7 +295,7 @@ def _run(
     occupancy, head, nxt, prv,
     hkey, hval, spos, sizes,
     link_mark, path_mark, comp_mark, touched, comp_links, comp_paths,
-    dirty, count, left, growing, open_links, new_rate,
+    dirty, count, left, growing, open_links, new_rate, pinning, pinned,
     clock, counters, log_t, log_p, log_r, batch,
 ):  # pragma: no cover - compiled
     # fmt: on
@@ -353,38 +443,11 @@ def _run(
             # r, and one joining takes its fairest link's share or more); such a path only
             # takes its rate off the links it shares (`left`), and the filling starts at lam0
             floor = lam0 * (1.0 - REL)
-            nl = 0
-            for i in range(ntouched):
-                lk = touched[i]
-                comp_links[nl] = lk
-                count[lk] = 0
-                left[lk] = cap[lk]
-                nl += 1
-            i = 0
-            while i < nl:
-                at = comp_links[i]
-                e = head[at]
-                i += 1
-                while e >= 0:
-                    p = powner[e]
-                    if path_mark[p] == stamp or prate[p] >= floor:
-                        count[at] += mult[p]
-                        if comp_mark[p] != stamp:
-                            comp_mark[p] = stamp
-                            comp_paths[ncomp] = p
-                            ncomp += 1
-                            growing[p] = 1
-                            for e2 in range(pptr[p], pptr[p + 1]):
-                                lk = plinks[e2]
-                                if link_mark[lk] != stamp:
-                                    link_mark[lk] = stamp
-                                    comp_links[nl] = lk
-                                    count[lk] = 0
-                                    left[lk] = cap[lk]
-                                    nl += 1
-                    else:
-                        left[at] -= mult[p] * prate[p]
-                    e = nxt[e]
+            nl, ncomp = _component(
+                touched, ntouched, stamp, lam0, floor, cap, head, nxt, powner, pptr, plinks, mult,
+                prate, path_mark, link_mark, comp_mark, comp_links, comp_paths, count, left, growing,
+                pinning, pinned,
+            )  # fmt: skip
             _fill(
                 comp_links, nl, ncomp, lam0, cap, head, nxt, powner, pptr, plinks, mult,
                 growing, count, left, open_links, touched, new_rate,
@@ -534,6 +597,8 @@ def _start(
         "growing": np.zeros(num_paths, dtype=np.int8),
         "open_links": np.zeros(num_links, dtype=np.int64),
         "new_rate": np.zeros(num_paths),
+        "pinning": np.zeros(num_links, dtype=np.int64),  # ±stamp: the link pins its paths (+) or not (−)
+        "pinned": np.zeros(num_paths, dtype=np.int64),  # ±stamp: the path keeps its rate (+) or not (−)
         "clock": np.zeros(1),
         "counters": np.zeros(4, dtype=np.int64),
         "log_t": np.zeros(log),
@@ -595,6 +660,7 @@ def simulate_events(
             a["hkey"], a["hval"], a["spos"], a["sizes"],
             a["link_mark"], a["path_mark"], a["comp_mark"], a["touched"], a["comp_links"], a["comp_paths"],
             a["dirty"], a["count"], a["left"], a["growing"], a["open_links"], a["new_rate"],
+            a["pinning"], a["pinned"],
             a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], min(BATCH, limit - instants),
         )  # fmt: skip
         if code == _STUCK:
