@@ -181,7 +181,7 @@ def main() -> None:
         "tree packing's balanced steps, which leave some link-steps above the mean load: see "
         "`packing.balanced`'s docstring; the real Clos: `group-trees`, whose trees between its 48 "
         "racks and inside them are about 27 hops deep, each costing α and a latency per chunk, "
-        "with at most 256 chunks: see its docstring).",
+        "with at most 1,024 chunks: see its docstring).",
         markdown(header, rows),
     )
 
