@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import build
-from arsched.algorithms.group_trees import group_trees
+from arsched.algorithms.group_trees import MAX_CHUNKS, group_trees
 from arsched.collective import numeric_check, validate
 from arsched.sim import simulate_flow
 from arsched.topology import Topology
@@ -90,3 +90,13 @@ def test_allreduce_over_the_group_trees(seed):
     for end in (src, dst):
         assert np.bincount(end[src != dst]).max() * s.chunk_bytes <= 2 * s.nbytes * (1 + 1e-9)
     assert simulate_flow(s).time_s < simulate_flow(build("ring", t, None, 16e6)).time_s
+
+
+def test_allreduce_pipelines_more_chunks_than_the_old_cap_at_256_mb():
+    """At 256 MB the default chunk count follows `pipeline_chunks` past 256 (the cap when these
+    simulations took minutes), stays within `MAX_CHUNKS`, validates, and is faster than 256."""
+    t = unequal_clos(2)
+    s = build("group-trees", t, None, 256e6)
+    assert 256 < s.num_chunks <= MAX_CHUNKS
+    assert validate(s).ok and numeric_check(s).ok
+    assert simulate_flow(s).time_s < simulate_flow(build("group-trees", t, None, 256e6, chunks=256)).time_s
