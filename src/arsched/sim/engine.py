@@ -436,12 +436,10 @@ def _run(
                 sizes[_SEND] = _set(kS, vS, spos, sizes[_SEND], now + pchunk[p] / prate[p], p)
         ncomp = 0
         if ntouched > 0:
-            # the paths whose rate can change and the links they cross, breadth first from the
-            # touched links: every path whose flows changed, and every path at rate lam0 or
-            # more. A rate below lam0 stays as it was (max-min filling is the same up to the
-            # lowest level an instant changes: a flow of rate r leaving frees nothing below
-            # r, and one joining takes its fairest link's share or more); such a path only
-            # takes its rate off the links it shares (`left`), and the filling starts at lam0
+            # a rate below lam0 stays as it was (max-min filling is the same up to the lowest
+            # level an instant changes: a flow of rate r leaving frees nothing below r, and one
+            # joining takes its fairest link's share or more), so the component (`_component`)
+            # holds the faster paths only and the filling starts at lam0
             floor = lam0 * (1.0 - REL)
             nl, ncomp = _component(
                 touched, ntouched, stamp, lam0, floor, cap, head, nxt, powner, pptr, plinks, mult,
