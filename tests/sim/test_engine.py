@@ -136,7 +136,7 @@ def test_rings_whose_private_links_are_dropped_match_the_reference(spec):
 @pytest.mark.parametrize("fifo", [True, False])
 def test_tree_flows_that_full_links_keep_at_their_rate_match_the_reference(spec, fifo):
     """Two trees' chunks through racks: many flows at one rate on full uplinks, which keep
-    those rates while flows elsewhere start and stop (the refill leaves them out, `_pins`)."""
+    those rates while flows elsewhere start and stop (the local refill holds them)."""
     s = build("group-trees", parse_spec(spec), None, 1e7, chunks=8)
     r = simulate_flow(s, 1e-6, fifo=fifo)
     assert r.notes["method"] == "events"
@@ -145,19 +145,19 @@ def test_tree_flows_that_full_links_keep_at_their_rate_match_the_reference(spec,
     np.testing.assert_allclose(r.start, ready, rtol=1e-9, atol=1e-15)
 
 
-def test_a_link_keeps_its_paths_rates_only_when_full_unchanged_and_all_at_the_level():
-    """Link 0 carries paths 0 and 1 (one flow each); `_pins` says yes only when no path on it
-    changed this instant (stamp 5), both fill it, and none above the floor is off the level."""
-    head, nxt, powner = np.array([0]), np.array([1, -1]), np.array([0, 1])
-    cap, mult = np.array([10.0]), np.array([1, 1])
-
-    def pins(rates, marks=(0, 0)):
-        return engine._pins(
-            0, 5, 5.0, 5.0 * (1 - engine.REL), cap, head, nxt, powner, np.array(marks), np.array(rates), mult
-        )
-
-    assert pins([5.0, 5.0])
-    assert not pins([5.0, 5.0], marks=(5, 0))  # a path on it changed
-    assert not pins([5.0, 4.0])  # room left (4 is below the floor, and fixed)
-    assert not pins([5.0, 5.0 * (1 - 1e-13)])  # within the floor but off the level
-    assert not pins([6.0, 4.0])  # full, but one above the level
+@pytest.mark.parametrize("rounds", [0, 1, engine._ROUNDS])
+@pytest.mark.parametrize(
+    "spec", ["jellyfish:switches=10,ports=5,net_ports=3,seed=4", "dcell:n=3,k=1", "fattree:k=4"]
+)
+def test_local_refills_and_whole_component_refills_match_the_reference(monkeypatch, spec, rounds):
+    """Recursive halving-doubling's exchanges cross long, shared paths at many different
+    rates: local refills that settle within the default rounds, local refills cut after one
+    round (the whole component refilled where a held path had to join), and the whole
+    component at every instant (0 rounds) all give the reference's times."""
+    monkeypatch.setattr(engine, "_ROUNDS", rounds)
+    s = build("rhd", parse_spec(spec), None, 1e7)
+    r = simulate_flow(s, 1e-6, fifo=False)
+    assert r.notes["method"] == "events"
+    ready, done = reference_flow(s, 1e-6)
+    np.testing.assert_allclose(r.end, done, rtol=1e-9)
+    np.testing.assert_allclose(r.start, ready, rtol=1e-9, atol=1e-15)

@@ -5,18 +5,20 @@ max-min fair rate and is done one path latency after its last byte; every event 
 instant (within a relative `REL`) is handled together. What makes it fast:
 
 - **incremental max-min**: max-min fair rates decompose over the connected components of the
-  graph that joins sending flows to the links they cross, so at an instant where flows start
-  or stop, only the components of the links they touch are refilled (progressive filling, the
-  rounds of `maxmin.maxmin_rates`, over just those links); a flow that starts alone on its
-  links simply sends at its path's bottleneck (`_fill` says why rounds and not a heap).
-  Within a component, only the rates at or above the lowest level the instant changes are
-  refilled, from that level: progressive filling runs the same up to it (a flow of rate r
-  leaving frees nothing below r; a flow joining gets at least its fairest link's share), so
-  every slower path keeps its rate and only takes it off its links. Measured on the giant
-  components of contended schedules: 2-3.5× faster (a refill touches 28-38 % of a
-  component's paths); times equal the full refill's to 1e-10 on fat-tree rings and Jellyfish,
-  3e-7 on a Clos double binary tree, where near-simultaneous events are grouped by the last
-  bits of their times;
+  graph that joins sending flows to the links they cross, and an instant changes only part
+  of a component: no rate below the lowest level the instant changes (lam0: a flow of rate r
+  leaving frees nothing below r; a flow joining gets at least its fairest link's share), and
+  no rate whose bottleneck (a full link where no path is faster) sees no change. So the
+  refill (`_local`) takes the paths whose flows changed and, breadth first, the paths at lam0
+  or above whose bottleneck is one of their links or one the instant touched; it fills them
+  with every other path held at its rate (progressive filling from lam0, `_fill`), and where a
+  refilled path froze below a held path on a link, or a link is over full, those held paths
+  join and it fills again. Each path keeps the link that froze it. Where that does not settle
+  within a few rounds, the whole component at lam0 or above is refilled (`_component`). A flow
+  that starts alone on its links simply sends at its path's bottleneck. Recursive
+  halving-doubling over a 512-server Jellyfish refills ~42 paths an instant, where the
+  component at lam0 or above holds ~300 at ~100 distinct rates (one-off count; times in
+  `benchmarks/bench_sim.py`);
 - **paths, not flows**: flows on the same path get the same max-min rate, so the filling works
   on paths weighted by their flows, and a path's flows, all of one size, finish in the order
   they started (a queue per path, a finish entry per path);
@@ -25,12 +27,6 @@ instant (within a relative `REL`) is handled together. What makes it fast:
   at least its load at every instant, so it fills first. Random rings on fat-trees lose most
   of their path entries (the hosts' own links and most core links carry one hop), and the
   component walk and the filling shrink with them (`benchmarks/bench_sim.py`);
-- **full links keep their rates**: a path at exactly the level an instant changes is left
-  out of the refill where one of its links is full, untouched by the instant, and carries no
-  path at that level or above at another rate (`_pins`): those paths cannot slow down (the
-  refill starts at that level) and the link cannot carry more. Where flows share links at one
-  rate (trees through racks, in-order connections), the walk otherwise spans hundreds of such
-  paths to change a handful (`benchmarks/bench_sim.py`);
 - **heaps of events**: ready flows by their start, paths by their first flow's finish, finished
   flows by their arrival; a path's bytes served are brought up to date only when its rate or
   its flows change. The finish heap is indexed (each path's entry is found and moved when its
@@ -62,6 +58,8 @@ from arsched.sim.paths import CompiledPaths
 REL = 1e-9  # relative time tolerance for simultaneous events (and, in the sweep, touching intervals)
 BATCH = 20_000  # instants per kernel call: the clock and the progress callback are read between calls
 _FULL = 1e-12  # a link is full when less than this share of its capacity is left
+_TIE = 1e-12  # the local refill's check: a link is full, and two rates equal, within this share
+_ROUNDS = 6  # the local refill's rounds before it gives up and refills the whole component
 _FINISHED, _MORE, _STUCK, _LOG_FULL = 0, 1, 2, 3  # kernel return codes
 _READY, _SEND, _ARRIVE = 0, 1, 2  # the three heaps
 
@@ -144,7 +142,7 @@ def _set(key, val, pos, n, k, v):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def _fill(
     comp_links, nl, ncomp, level0, cap, head, nxt, powner, pptr, plinks, mult,
-    growing, count, left, open_, filled, new_rate,
+    growing, count, left, open_, filled, new_rate, new_bott, level_of,
 ):  # pragma: no cover - compiled
     # fmt: on
     """Max-min rates (`new_rate`) of the `ncomp` growing paths on the component's links by
@@ -155,7 +153,8 @@ def _fill(
     path crosses them and capacity is left) for the next round, whose rise it finds on the way.
     (A heap of links keyed by the level at which each fills was tried: slower on every
     contended benchmark, fat-tree, Jellyfish and Clos, where the open links shrink fast, and it
-    broke near-ties differently from the rounds.)"""
+    broke near-ties differently from the rounds.) The link that froze each path goes to
+    `new_bott`, and the level at which each link filled to `level_of`."""
     active = 0
     delta = np.inf
     for i in range(nl):
@@ -182,6 +181,7 @@ def _fill(
                 open_[kept] = lk
                 kept += 1
         for i in range(nfull):
+            level_of[filled[i]] = level
             e = head[filled[i]]
             while e >= 0:
                 p = powner[e]
@@ -189,6 +189,7 @@ def _fill(
                     growing[p] = 0
                     growing_left -= 1
                     new_rate[p] = level
+                    new_bott[p] = filled[i]
                     for e2 in range(pptr[p], pptr[p + 1]):
                         count[plinks[e2]] -= mult[p]
                 e = nxt[e]
@@ -202,41 +203,155 @@ def _fill(
                 delta = min(delta, left[lk] / count[lk])
 
 
-@numba.njit(cache=True)
-def _pins(lk, stamp, lam0, floor, cap, head, nxt, powner, path_mark, prate, mult):  # pragma: no cover
-    """Whether link `lk` keeps the rate of every path on it through this instant: no path on it
-    changed, it is full, and every path on it at `floor` or above sends at exactly `lam0`. Those
-    paths end at lam0 or above (the refill starts there) and the link cannot carry more, so
-    they all keep lam0 and the refill may treat them as fixed."""
-    load = 0.0
-    e = head[lk]
-    while e >= 0:
-        p = powner[e]
-        if path_mark[p] == stamp or (prate[p] >= floor and prate[p] != lam0):
-            return False
-        load += mult[p] * prate[p]
-        e = nxt[e]
-    return load >= cap[lk] * (1.0 - _FULL)
+# fmt: off
+@numba.njit(cache=True, inline="always")
+def _grow(
+    stamp, floor, nl, ncomp, k_path, k_link, cap, head, nxt, powner, pptr, plinks, mult, prate, bott,
+    comp_mark, set_mark, link_pos, comp_links, comp_paths, bcount, bleft, held_top,
+):  # pragma: no cover - compiled
+    # fmt: on
+    """Extend the refill breadth first: the links of its paths join it, and on each link,
+    every held path whose bottleneck it is (at `floor` or above: slower rates stay, see `_run`),
+    since that link's load may change. Each link is walked once, when its flows on refilled
+    paths, its capacity less the held paths' load and the fastest held path are counted
+    (`bcount`, `bleft`, `held_top`); a path that joins later gives its load back on the links
+    walked before. Returns nl, ncomp."""
+    while True:
+        while k_path < ncomp:
+            p = comp_paths[k_path]
+            k_path += 1
+            for e in range(pptr[p], pptr[p + 1]):
+                lk = plinks[e]
+                if set_mark[lk] != stamp:
+                    set_mark[lk] = stamp
+                    link_pos[lk] = nl
+                    comp_links[nl] = lk
+                    nl += 1
+        if k_link == nl:
+            return nl, ncomp
+        at = comp_links[k_link]
+        k_link += 1
+        c = 0
+        room = cap[at]
+        top = 0.0
+        e = head[at]
+        while e >= 0:
+            q = powner[e]
+            e = nxt[e]
+            if comp_mark[q] != stamp and bott[q] == at and prate[q] >= floor:
+                comp_mark[q] = stamp
+                comp_paths[ncomp] = q
+                ncomp += 1
+                for e2 in range(pptr[q], pptr[q + 1]):
+                    lk = plinks[e2]
+                    if lk != at and set_mark[lk] == stamp and link_pos[lk] < k_link:
+                        bleft[lk] += mult[q] * prate[q]
+                        bcount[lk] += mult[q]
+            if comp_mark[q] == stamp:
+                c += mult[q]
+            else:
+                room -= mult[q] * prate[q]
+                top = max(top, prate[q])
+        bcount[at] = c
+        bleft[at] = room
+        held_top[at] = top
+
+
+# fmt: off
+@numba.njit(cache=True, inline="always")
+def _local(
+    touched, ncomp, stamp, floor, cap, head, nxt, powner, pptr, plinks, mult, prate, bott,
+    comp_mark, set_mark, link_pos, comp_links, comp_paths, bcount, bleft, held_top, count, left,
+    growing, open_, filled, new_rate, new_bott, level_of, rounds,
+):  # pragma: no cover - compiled
+    # fmt: on
+    """Refill only the paths whose rates must change, found by checking the max-min condition
+    around the change: rates are max-min fair where every path has a bottleneck, a full link
+    on which no path sends faster (`bott` keeps the link that froze each path). The refill
+    takes the paths whose flows changed and, breadth first, every path (at `floor` or above)
+    whose bottleneck is a link of the refill or one the event touched (`_grow`); it fills them
+    with every other path held at its rate. A held path's bottleneck is then outside the
+    refill, where nothing changed, so the rates are max-min unless a refilled path froze on a
+    link below a held path's rate, or a link is over full (held paths faster than the fill's
+    start): those held paths join and the refill runs again. Returns the numbers of links and
+    paths and whether it settled within `rounds` rounds (if not, the caller refills the whole
+    component). The paths whose flows changed come `comp_mark`ed, the first `ncomp` of
+    `comp_paths`."""
+    nl = 0
+    for lk in touched:
+        set_mark[lk] = stamp
+        link_pos[lk] = nl
+        comp_links[nl] = lk
+        nl += 1
+    nl, ncomp = _grow(
+        stamp, floor, nl, ncomp, 0, 0, cap, head, nxt, powner, pptr, plinks, mult, prate, bott,
+        comp_mark, set_mark, link_pos, comp_links, comp_paths, bcount, bleft, held_top,
+    )  # fmt: skip
+    for _ in range(rounds):
+        for i in range(nl):
+            lk = comp_links[i]
+            count[lk] = bcount[lk]
+            left[lk] = bleft[lk]
+            level_of[lk] = -1.0
+        for i in range(ncomp):
+            growing[comp_paths[i]] = 1
+        _fill(
+            comp_links, nl, ncomp, floor, cap, head, nxt, powner, pptr, plinks, mult,
+            growing, count, left, open_, filled, new_rate, new_bott, level_of,
+        )  # fmt: skip
+        njoin = 0
+        for i in range(nl):
+            lk = comp_links[i]
+            level = level_of[lk]  # where refilled paths froze on it, their rate
+            over = left[lk] < -_TIE * cap[lk]
+            if not ((level >= 0 and held_top[lk] > level * (1.0 + _TIE)) or (over and held_top[lk] > floor)):
+                continue
+            e = head[lk]
+            while e >= 0:
+                q = powner[e]
+                e = nxt[e]
+                if comp_mark[q] == stamp:
+                    continue
+                r = prate[q]
+                if (level >= 0 and r > level * (1.0 + _TIE)) or (over and r > floor):
+                    comp_mark[q] = stamp  # joins below, after this check (its rate is held until then)
+                    comp_paths[ncomp + njoin] = q
+                    njoin += 1
+        if njoin == 0:
+            return nl, ncomp, True
+        first = ncomp
+        ncomp += njoin
+        for i in range(first, ncomp):  # on the links walked already, the joiners' load is no longer held
+            q = comp_paths[i]
+            for e in range(pptr[q], pptr[q + 1]):
+                lk = plinks[e]
+                if set_mark[lk] == stamp:
+                    bleft[lk] += mult[q] * prate[q]
+                    bcount[lk] += mult[q]
+        nl, ncomp = _grow(
+            stamp, floor, nl, ncomp, first, nl, cap, head, nxt, powner, pptr, plinks, mult, prate, bott,
+            comp_mark, set_mark, link_pos, comp_links, comp_paths, bcount, bleft, held_top,
+        )  # fmt: skip
+    return nl, ncomp, False
 
 
 # fmt: off
 @numba.njit(cache=True, inline="always")
 def _component(
-    touched, ntouched, stamp, lam0, floor, cap, head, nxt, powner, pptr, plinks, mult,
+    touched, ntouched, stamp, mark, floor, cap, head, nxt, powner, pptr, plinks, mult,
     prate, path_mark, link_mark, comp_mark, comp_links, comp_paths, count, left, growing,
-    pinning, pinned,
 ):  # pragma: no cover - compiled
     # fmt: on
     """The links and paths whose rates an instant can change, breadth first from the `touched`
-    links (the paths whose flows changed are `path_mark`ed, the touched links `link_mark`ed,
-    with `stamp`): every path whose flows changed, and every other path at rate `floor` or
-    more that no link keeps at its rate (`_pins`), with its links' growing flows (`count`) and
-    their capacity left after the other paths (`left`). Returns the numbers of links and
-    paths. (Inlined: as a call of its own, it was rounded differently and ran slower.)"""
+    links (the paths whose flows changed are `path_mark`ed with `stamp`; the links and paths
+    reached are marked with `mark`): every path whose flows changed, and every other path at rate `floor`
+    or more, with its links' growing flows (`count`) and their capacity left after the other
+    paths (`left`). Returns the numbers of links and paths."""
     nl = 0
     ncomp = 0
     for i in range(ntouched):
         lk = touched[i]
+        link_mark[lk] = mark
         comp_links[nl] = lk
         count[lk] = 0
         left[lk] = cap[lk]
@@ -248,33 +363,17 @@ def _component(
         i += 1
         while e >= 0:
             p = powner[e]
-            known = comp_mark[p] == stamp
-            fixed = False
-            if not known and prate[p] == lam0 and path_mark[p] != stamp:
-                if abs(pinned[p]) != stamp:  # not yet asked this instant
-                    pinned[p] = -stamp
-                    for e2 in range(pptr[p], pptr[p + 1]):
-                        lk = plinks[e2]
-                        if abs(pinning[lk]) != stamp:
-                            keeps = _pins(
-                                lk, stamp, lam0, floor, cap, head, nxt, powner, path_mark, prate, mult
-                            )
-                            pinning[lk] = stamp if keeps else -stamp
-                        if pinning[lk] == stamp:
-                            pinned[p] = stamp
-                            break
-                fixed = pinned[p] == stamp
-            if known or (not fixed and (path_mark[p] == stamp or prate[p] >= floor)):
+            if comp_mark[p] == mark or path_mark[p] == stamp or prate[p] >= floor:
                 count[at] += mult[p]
-                if comp_mark[p] != stamp:
-                    comp_mark[p] = stamp
+                if comp_mark[p] != mark:
+                    comp_mark[p] = mark
                     comp_paths[ncomp] = p
                     ncomp += 1
                     growing[p] = 1
                     for e2 in range(pptr[p], pptr[p + 1]):
                         lk = plinks[e2]
-                        if link_mark[lk] != stamp:
-                            link_mark[lk] = stamp
+                        if link_mark[lk] != mark:
+                            link_mark[lk] = mark
                             comp_links[nl] = lk
                             count[lk] = 0
                             left[lk] = cap[lk]
@@ -288,14 +387,15 @@ def _component(
 # fmt: off
 @numba.njit(cache=True)
 def _run(
-    path_of, pptr, plinks, powner, bottleneck, latency, pchunk, cap, alpha,
+    path_of, pptr, plinks, powner, bottleneck, narrow, latency, pchunk, cap, alpha,
     member_of, group_left, wait_left, dep_ptr, dependents,
     send_at, done_at, target,
     mult, prate, service, since, queue, qhead, qtail,
     occupancy, head, nxt, prv,
     hkey, hval, spos, sizes,
-    link_mark, path_mark, comp_mark, touched, comp_links, comp_paths,
-    dirty, count, left, growing, open_links, new_rate, pinning, pinned,
+    link_mark, path_mark, comp_mark, set_mark, link_pos, touched, comp_links, comp_paths, dirty,
+    count, left, bcount, bleft, held_top, growing, open_links, filled, new_rate, bott, new_bott,
+    level_of, rounds,
     clock, counters, log_t, log_p, log_r, batch,
 ):  # pragma: no cover - compiled
     # fmt: on
@@ -433,26 +533,41 @@ def _run(
                 share = min(share, cap[plinks[e]] / occupancy[plinks[e]])
             lam0 = min(lam0, share)
             if alone:
+                bott[p] = narrow[p]
                 sizes[_SEND] = _set(kS, vS, spos, sizes[_SEND], now + pchunk[p] / prate[p], p)
         ncomp = 0
         if ntouched > 0:
             # a rate below lam0 stays as it was (max-min filling is the same up to the lowest
             # level an instant changes: a flow of rate r leaving frees nothing below r, and one
-            # joining takes its fairest link's share or more), so the component (`_component`)
-            # holds the faster paths only and the filling starts at lam0
+            # joining takes its fairest link's share or more): the local refill starts there,
+            # and so does the whole component's where the local one does not settle
             floor = lam0 * (1.0 - REL)
-            nl, ncomp = _component(
-                touched, ntouched, stamp, lam0, floor, cap, head, nxt, powner, pptr, plinks, mult,
-                prate, path_mark, link_mark, comp_mark, comp_links, comp_paths, count, left, growing,
-                pinning, pinned,
+            for i in range(ndirty):
+                p = dirty[i]
+                if mult[p] > 0:
+                    comp_mark[p] = stamp
+                    comp_paths[ncomp] = p
+                    ncomp += 1
+            nl, ncomp, settled = _local(
+                touched[:ntouched], ncomp, stamp, floor, cap, head, nxt, powner, pptr, plinks, mult, prate,
+                bott, comp_mark, set_mark, link_pos, comp_links, comp_paths, bcount, bleft, held_top, count,
+                left, growing, open_links, filled, new_rate, new_bott, level_of, rounds,
             )  # fmt: skip
-            _fill(
-                comp_links, nl, ncomp, lam0, cap, head, nxt, powner, pptr, plinks, mult,
-                growing, count, left, open_links, touched, new_rate,
-            )  # fmt: skip
+            if not settled:
+                counters[2] += 1
+                nl, ncomp = _component(
+                    touched, ntouched, stamp, counters[2], floor, cap, head, nxt, powner, pptr,
+                    plinks, mult, prate, path_mark, link_mark, comp_mark, comp_links, comp_paths, count, left,
+                    growing,
+                )  # fmt: skip
+                _fill(
+                    comp_links, nl, ncomp, lam0, cap, head, nxt, powner, pptr, plinks, mult,
+                    growing, count, left, open_links, filled, new_rate, new_bott, level_of,
+                )  # fmt: skip
             for i in range(ncomp):
                 p = comp_paths[i]
                 r = new_rate[p]
+                bott[p] = new_bott[p]
                 if r == prate[p] and since[p] < now:
                     continue  # no flow of it came or went, its rate holds: so does its finish entry
                 service[p] += prate[p] * (now - since[p])
@@ -515,16 +630,17 @@ def _dominated(ptr, links, link_ptr, link_paths, cap):  # pragma: no cover - com
 @dataclass(frozen=True)
 class _Paths:
     """The distinct paths of the transfers: links (CSR), the path of every link entry, the path
-    of every transfer, bottleneck, latency and the bytes of each of its transfers; a path's
-    flows share one max-min rate. `ptr`/`links`/`owner` keep only the links whose constraint can
-    bind (`_dominated`), which is all max-min filling needs; `all_ptr`/`all_links` every link,
-    for the per-link trace."""
+    of every transfer, bottleneck (and `narrow`, a kept link of that capacity), latency and the
+    bytes of each of its transfers; a path's flows share one max-min rate. `ptr`/`links`/`owner`
+    keep only the links whose constraint can bind (`_dominated`), which is all max-min filling
+    needs; `all_ptr`/`all_links` every link, for the per-link trace."""
 
     of: np.ndarray
     ptr: np.ndarray
     links: np.ndarray
     owner: np.ndarray
     bottleneck: np.ndarray
+    narrow: np.ndarray
     latency: np.ndarray
     chunk: np.ndarray
     all_ptr: np.ndarray
@@ -547,8 +663,12 @@ class _Paths:
         keep = ~drop[cp.path_links]
         ptr = np.concatenate([[0], np.cumsum(np.add.reduceat(keep, cp.path_ptr[:-1]) if num else [])])
         ptr = ptr.astype(np.int64)
+        links, owner = cp.path_links[keep], owner[keep]
+        by_capacity = np.lexsort((capacity[links], owner))  # each path's narrowest kept link first
+        narrow = np.full(num, -1, dtype=np.int64)
+        narrow[owner[by_capacity][::-1]] = links[by_capacity][::-1]
         return cls(
-            cp.path_id, ptr, cp.path_links[keep], owner[keep], cp.path_bottleneck, cp.path_latency, size,
+            cp.path_id, ptr, links, owner, cp.path_bottleneck, narrow, cp.path_latency, size,
             cp.path_ptr, cp.path_links,
         )  # fmt: skip
 
@@ -595,8 +715,15 @@ def _start(
         "growing": np.zeros(num_paths, dtype=np.int8),
         "open_links": np.zeros(num_links, dtype=np.int64),
         "new_rate": np.zeros(num_paths),
-        "pinning": np.zeros(num_links, dtype=np.int64),  # ±stamp: the link pins its paths (+) or not (−)
-        "pinned": np.zeros(num_paths, dtype=np.int64),  # ±stamp: the path keeps its rate (+) or not (−)
+        "bcount": np.zeros(num_links, dtype=np.int64),
+        "bleft": np.zeros(num_links),
+        "filled": np.zeros(num_links, dtype=np.int64),
+        "set_mark": np.zeros(num_links, dtype=np.int64),
+        "link_pos": np.zeros(num_links, dtype=np.int64),
+        "held_top": np.zeros(num_links),
+        "level_of": np.zeros(num_links),
+        "bott": np.full(num_paths, -1, dtype=np.int64),  # the link that froze each path's rate
+        "new_bott": np.full(num_paths, -1, dtype=np.int64),
         "clock": np.zeros(1),
         "counters": np.zeros(4, dtype=np.int64),
         "log_t": np.zeros(log),
@@ -649,16 +776,17 @@ def simulate_events(
         if instants >= limit:
             raise OutOfTime(f"flow simulation stopped at its limit of {instants:,} event instants")
         code = _run(
-            paths.of, paths.ptr, paths.links, paths.owner, paths.bottleneck, paths.latency, paths.chunk,
-            capacity, alpha,
+            paths.of, paths.ptr, paths.links, paths.owner, paths.bottleneck, paths.narrow, paths.latency,
+            paths.chunk, capacity, alpha,
             deps.member_of, a["group_left"], a["wait_left"], deps.dep_ptr, deps.dependents,
             a["send_at"], a["done_at"], a["target"],
             a["mult"], a["prate"], a["service"], a["since"], a["queue"], a["qhead"], a["qtail"],
             a["occupancy"], a["head"], a["nxt"], a["prv"],
             a["hkey"], a["hval"], a["spos"], a["sizes"],
-            a["link_mark"], a["path_mark"], a["comp_mark"], a["touched"], a["comp_links"], a["comp_paths"],
-            a["dirty"], a["count"], a["left"], a["growing"], a["open_links"], a["new_rate"],
-            a["pinning"], a["pinned"],
+            a["link_mark"], a["path_mark"], a["comp_mark"], a["set_mark"], a["link_pos"], a["touched"],
+            a["comp_links"], a["comp_paths"], a["dirty"], a["count"], a["left"], a["bcount"], a["bleft"],
+            a["held_top"], a["growing"], a["open_links"], a["filled"], a["new_rate"], a["bott"],
+            a["new_bott"], a["level_of"], _ROUNDS,
             a["clock"], a["counters"], a["log_t"], a["log_p"], a["log_r"], min(BATCH, limit - instants),
         )  # fmt: skip
         if code == _STUCK:
