@@ -200,7 +200,7 @@ def contention(quick: bool) -> None:
     publish(
         "Flow model under contention",
         "Schedules whose flows share links at the same time, so the flow model runs its exact event "
-        "simulation (`sim/engine.py`: compiled, refilling only the links and paths an event touches), "
+        "simulation (`sim/engine.py`: compiled, refilling only the paths whose rates an event changes), "
         "and the largest schedules, where the contention-free sweep (`sim/sweep.py`) is exact. "
         "Each case in its own process: the simulation's time (the schedule's build, the engine's "
         "compilation and the lower bound excluded; under 0.1 s, the median of five runs), transfers "

@@ -25,9 +25,9 @@ AllReduce is Reduce up both trees and Broadcast back down, pipelined, from the f
 (`benchmarks/bench_auto.py`: `auto` picks it on the real Clos, where a ring pays α at each of
 its 2·(N − 1) steps). Its chunks are those `pipeline_chunks` gives for twice the deepest path,
 capped at `MAX_CHUNKS` to keep the transfers a runtime's (and a simulation's) size: 932 on the
-Clos at 256 MB, 1.6 million transfers, simulated in seconds since the flow engine leaves the
-flows that full links hold at one rate out of its refills (`sim.engine`); the cap was 256 when
-these simulations took minutes (1.221× the bound on the Clos then, 1.150× now, bench_auto).
+Clos at 256 MB, 1.6 million transfers, simulated in seconds since the flow engine refills only
+the flows whose rates an event changes (`sim.engine`); the cap was 256 when these simulations
+took minutes (1.221× the bound on the Clos then, 1.155× now, bench_auto).
 """
 
 from __future__ import annotations
