@@ -129,6 +129,61 @@ def test_rings_whose_private_links_are_dropped_match_the_reference(spec):
     np.testing.assert_allclose(r.start, ready, rtol=1e-9, atol=1e-15)
 
 
+def _max_min_after_every_instant(monkeypatch, s, fifo: bool) -> int:
+    """Simulate `s` one instant per kernel call and check the rates after each: no link over
+    full, and every sending path with a bottleneck (a full link on which no path is faster), to
+    1e-9 — max-min fairness, checked without any refill. Returns the instants checked."""
+    box = {}
+    run, start, paths = engine._run, engine._start, engine._Paths.of_transfers.__func__
+    checked = [0]
+
+    def keep_state(*args, **kw):
+        box["a"] = start(*args, **kw)
+        return box["a"]
+
+    def keep_paths(cls, cp, chunk, capacity):
+        box["p"], box["cap"] = paths(cls, cp, chunk, capacity), capacity
+        return box["p"]
+
+    def checked_run(*args):
+        code = run(*args)
+        a, p, cap = box["a"], box["p"], box["cap"]
+        mult, rate = a["mult"], a["prate"]
+        live = mult[p.owner] > 0
+        owner, links = p.owner[live], p.links[live]
+        load, top = np.zeros(len(cap)), np.zeros(len(cap))
+        np.add.at(load, links, mult[owner] * rate[owner])
+        np.maximum.at(top, links, rate[owner])
+        assert (load <= cap * (1 + 1e-9)).all()
+        binds = (load[links] >= cap[links] * (1 - 1e-9)) & (rate[owner] >= top[links] * (1 - 1e-9))
+        bottlenecked = np.zeros(len(mult), dtype=bool)
+        bottlenecked[owner[binds]] = True
+        assert bottlenecked[mult > 0].all()
+        checked[0] += 1
+        return code
+
+    monkeypatch.setattr(engine, "_start", keep_state)
+    monkeypatch.setattr(engine._Paths, "of_transfers", classmethod(keep_paths))
+    monkeypatch.setattr(engine, "_run", checked_run)
+    monkeypatch.setattr(engine, "BATCH", 1)
+    assert simulate_flow(s, 1e-6, fifo=fifo).notes["method"] == "events"
+    return checked[0]
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "spec", "fifo"),
+    [
+        ("rhd", "jellyfish:switches=10,ports=5,net_ports=3,seed=4", False),
+        ("tree-packing", "dcell:n=3,k=1", True),
+        ("group-trees", "leafspine:leaves=4,spines=2,servers_per_leaf=3,bandwidth=100Gbps/40Gbps", True),
+    ],
+)
+def test_every_instant_ends_max_min_fair(monkeypatch, algorithm, spec, fifo):
+    """Whatever the refill held or refilled, the rates after each instant are max-min fair."""
+    s = build(algorithm, parse_spec(spec), None, 1e7)
+    assert _max_min_after_every_instant(monkeypatch, s, fifo) > 100
+
+
 @pytest.mark.parametrize(
     "spec",
     ["leafspine:leaves=4,spines=1,servers_per_leaf=3", "leafspine:leaves=3,spines=2,servers_per_leaf=4"],
