@@ -175,6 +175,7 @@ def _contended(name: str, out: multiprocessing.Queue) -> None:
         len(s),
         r.notes["method"],
         instants,
+        f"{r.notes['paths_refilled'] / instants:.1f}" if instants else "",
         f"{t:.2f} s" if t >= 0.1 else f"{t * 1e3:.1f} ms",
         f"{len(s) / t:,.0f}/s",
     ]
@@ -193,7 +194,7 @@ def contention(quick: bool) -> None:
         try:
             rows.append([name, *out.get(timeout=LIMIT)])
         except queue.Empty:
-            rows.append([name, "", "", "", f"not done in {LIMIT} s", "", "", ""])
+            rows.append([name, "", "", "", "", f"not done in {LIMIT} s", "", "", ""])
         finally:
             proc.kill()
             proc.join()
@@ -205,14 +206,18 @@ def contention(quick: bool) -> None:
         "Each case in its own process: the simulation's time (the schedule's build, the engine's "
         "compilation and the lower bound excluded; under 0.1 s, the median of five runs), transfers "
         "per second and the process's peak memory (build included). "
-        "Issue 22's target is ≥ 300,000 transfers/s; before the compiled engine these ran at about "
-        "3,500 transfers/s (this table in git history). Produced by `benchmarks/bench_sim.py`.",
+        "Paths refilled per instant: the paths whose rates the engine recomputed, on average over the "
+        "instants (a path's flows share one rate), which is what an instant costs. Issue 22's "
+        "target is ≥ 300,000 transfers/s (its cases: the PS, the BCube and fattree(8) rings, tree "
+        "packing on DCell(3,2)); before the compiled engine these ran at about 3,500 transfers/s "
+        "(this table in git history). Produced by `benchmarks/bench_sim.py`.",
         markdown(
             [
                 "schedule",
                 "transfers",
                 "method",
                 "event instants",
+                "paths refilled per instant",
                 "time",
                 "transfers/s",
                 "peak memory",

@@ -401,7 +401,8 @@ def _run(
 ):  # pragma: no cover - compiled
     # fmt: on
     """Handle up to `batch` instants; a return code (`_FINISHED`, `_MORE`, `_STUCK`, `_LOG_FULL`).
-    counters: instants, transfers done, mark stamp, log entries; clock: the current time."""
+    counters: instants, transfers done, mark stamp, log entries, paths refilled; clock: the
+    current time."""
     num_paths = len(mult)
     tracing = len(log_t) > 0
     unindexed = np.empty(0, dtype=np.int64)  # the ready and arrival heaps keep no positions
@@ -565,6 +566,7 @@ def _run(
                     comp_links, nl, ncomp, lam0, cap, head, nxt, powner, pptr, plinks, mult,
                     growing, count, left, open_links, filled, new_rate, new_bott, level_of,
                 )  # fmt: skip
+            counters[4] += ncomp
             for i in range(ncomp):
                 p = comp_paths[i]
                 r = new_rate[p]
@@ -726,7 +728,7 @@ def _start(
         "bott": np.full(num_paths, -1, dtype=np.int64),  # the link that froze each path's rate
         "new_bott": np.full(num_paths, -1, dtype=np.int64),
         "clock": np.zeros(1),
-        "counters": np.zeros(4, dtype=np.int64),
+        "counters": np.zeros(5, dtype=np.int64),
         "log_t": np.zeros(log),
         "log_p": np.zeros(log, dtype=np.int64),
         "log_r": np.zeros(log),
@@ -751,8 +753,9 @@ def simulate_events(
     progress: Callable[[int, int], None] | None = None,
     release: np.ndarray | None = None,
     max_instants: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """The exact event simulation: (send start, done, number of event instants) per transfer;
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """The exact event simulation: send start and done per transfer, and counts: the event
+    instants, and the paths refilled over all of them (the work the instants' changes took);
     the transfers of one path (`cp.path_id`) cross the same links and carry the same
     `chunk_bytes`, one number or one per transfer; a transfer that waits for
     nothing starts at its `release` time (default 0) plus α.
@@ -803,7 +806,8 @@ def simulate_events(
     if trace is not None:
         k = int(a["counters"][3])
         trace.extend(_trace(paths, capacity, a["log_t"][:k], a["log_p"][:k], a["log_r"][:k]))
-    return a["send_at"], a["done_at"], int(a["counters"][0])
+    counts = {"event_instants": int(a["counters"][0]), "paths_refilled": int(a["counters"][4])}
+    return a["send_at"], a["done_at"], counts
 
 
 def _trace(

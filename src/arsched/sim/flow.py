@@ -47,7 +47,8 @@ def simulate_flow(
     """Simulate a schedule in the flow model (α = per-transfer overhead in seconds).
 
     `synchronous=True` puts a barrier between steps. The result notes which exact method ran
-    (`method`: 'sweep' when no link was ever shared at once, else 'events'). `trace=True` keeps
+    (`method`: 'sweep' when no link was ever shared at once, else 'events', with its
+    `event_instants` and `paths_refilled`, the work they took). `trace=True` keeps
     the exact per-link rates of the event simulation for plots (`SimResult.link_rate_trace`).
     `fifo=True` (the default) serialises each (source, destination) connection's steps, as a
     runtime's channels do (NCCL channels, MSCCL thread blocks): pipelined trees stream their
@@ -123,9 +124,9 @@ def flow_times(
     deps = derive(s, synchronous=synchronous, fifo=fifo)
     cap = s.topology.compiled.capacity
     try:
-        send, done, instants = simulate_events(
+        send, done, counts = simulate_events(
             cp, deps, cap, s.chunk_bytes, alpha, trace, deadline, progress, max_instants=max_instants
         )
     except OutOfTime as e:  # with what is known of the time so far
         raise OutOfTime(str(e), floor) from None
-    return send - alpha, done, {"method": "events", "event_instants": instants}
+    return send - alpha, done, {"method": "events", **counts}

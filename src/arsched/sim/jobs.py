@@ -100,7 +100,7 @@ def simulate_jobs(
     chunk = np.repeat([s.chunk_bytes for s in jobs], sizes)
     release = np.repeat(starts, sizes)
     cap = topology.compiled.capacity
-    _, done, instants = simulate_events(
+    _, done, counts = simulate_events(
         _joined_paths(cps), deps, cap, chunk, alpha, progress=progress, release=release
     )
     ends = np.cumsum(sizes)
@@ -109,7 +109,7 @@ def simulate_jobs(
         finish = float(done[lo:hi].max()) if hi > lo else starts[i]
         results.append(JobResult(names[i], starts[i], finish - starts[i], alone[i]))
     makespan = max(j.start_s + j.time_s for j in results)
-    return JobsResult(tuple(results), makespan, instants, alpha)
+    return JobsResult(tuple(results), makespan, counts["event_instants"], alpha)
 
 
 def _alone(schedule: Schedule, cp: CompiledPaths, alpha: float, fifo: bool, synchronous: bool) -> float:
