@@ -176,10 +176,13 @@ def _max_min_after_every_instant(monkeypatch, s, fifo: bool) -> int:
         ("rhd", "jellyfish:switches=10,ports=5,net_ports=3,seed=4", False),
         ("tree-packing", "dcell:n=3,k=1", True),
         ("group-trees", "leafspine:leaves=4,spines=2,servers_per_leaf=3,bandwidth=100Gbps/40Gbps", True),
+        ("tree-packing", "torus:dims=3x4,oneway=1", False),
+        ("rhd", "ring:n=8,bandwidth=400Gbps,reverse=100Gbps", False),
     ],
 )
 def test_every_instant_ends_max_min_fair(monkeypatch, algorithm, spec, fifo):
-    """Whatever the refill held or refilled, the rates after each instant are max-min fair."""
+    """Whatever the refill held or refilled, the rates after each instant are max-min fair, on
+    heterogeneous, one-way and asymmetric links too."""
     s = build(algorithm, parse_spec(spec), None, 1e7)
     assert _max_min_after_every_instant(monkeypatch, s, fifo) > 100
 
