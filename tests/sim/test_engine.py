@@ -118,7 +118,7 @@ def test_rings_whose_private_links_are_dropped_match_the_reference(spec):
     """Random-order rings cross links no other hop uses (dropped where another link of the hop
     is no wider) and links they share, some narrower than the private ones: the times are the
     reference's, and the kernel's paths are shorter."""
-    s = contended_ring(parse_spec(spec), seed=4, chunks=2 * len(parse_spec(spec).servers))
+    s = contended_ring(parse_spec(spec), seed=4)
     cp = compile_paths(s)
     kept = engine._Paths.of_transfers(cp, np.full(len(s), s.chunk_bytes), s.topology.compiled.capacity)
     assert len(kept.links) < len(cp.path_links) and (np.diff(kept.ptr) >= 1).all()
