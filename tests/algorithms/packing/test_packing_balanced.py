@@ -219,11 +219,10 @@ def test_the_compiled_costs_and_rows_are_numpys_to_the_bit(spec):
     u, v = net.edges
     price, cost, prefix = B._costs(weight, net.use.indptr, net.use.indices, net.use.data, net.pair, u, v)
     assert np.array_equal(price, (net.use @ weight.T).T)
-    want = np.full((n, n, steps), np.inf)
-    s = np.arange(steps)  # sending c → p at step s and back at 2R + 1 − s
+    s = np.arange(steps)  # edge e: u[e] sending to v[e] at step s and back at 2R + 1 − s
     up, down = price[s][:, net.pair[u, v]].T, price[2 * steps - 1 - s][:, net.pair[v, u]].T
-    want[u, v] = up + down - 1e-12 * np.arange(1, steps + 1)
-    assert np.array_equal(cost, want) and np.array_equal(prefix, np.minimum.accumulate(want, axis=2))
+    want = up + down - 1e-12 * np.arange(1, steps + 1)
+    assert np.array_equal(cost, want) and np.array_equal(prefix, np.minimum.accumulate(want, axis=1))
     parent, height = net.wide[0]  # a tree, and steps for it, to take the rows of
     step = B.cheapest_steps(parent, height, rng.random((n, steps)))[1]
     rows = B._rows(parent, step, steps, net.pair, net.use.indptr, net.use.indices, len(net.caps))
@@ -280,10 +279,10 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again():
         root = k % n
         weight = np.exp(10.0 * rng.random((2 * steps, len(net.caps)))) / net.caps
         price, cost, prefix = B._costs(weight, use.indptr, use.indices, use.data, net.pair, u, v)
-        grown, step, _ = B.prim(cost, prefix, root)
+        grown, step, _ = B.prim(cost, prefix, root, u, v, *net.into)
         kept = grown.copy()
         kept[np.argsort(-step, kind="stable")[n // 2 :]] = -1  # the later half stranded
-        parent, step = B._restep(kept, root, price, prefix, net.pair, *net.wide[root])
+        parent, step = B._restep(kept, root, price, prefix, net.pair, *net.wide[root], u, v)
         assert (parent >= 0).sum() == n - 1 and parent[root] == -1
         had = kept >= 0
         if np.array_equal(parent[had], kept[had]):

@@ -183,8 +183,9 @@ class BalancedPlan:
 class Network:
     """What every plan over the overlay shares: its `routes`, their `pair` index, (pairs × links)
     `use` and the links' capacities `caps` in units of `scale` bytes/s, the pairs routed both
-    ways as (children, parents) `edges`, and the breadth-first tree hung from every rank with
-    the heights of its nodes."""
+    ways as (children, parents) `edges` with `into` (ptr, edge ids) listing each rank's edges
+    from its children, and the breadth-first tree hung from every rank with the heights of its
+    nodes."""
 
     routes: Routes
     pair: np.ndarray
@@ -192,6 +193,7 @@ class Network:
     caps: np.ndarray
     scale: float
     edges: tuple[np.ndarray, np.ndarray]
+    into: tuple[np.ndarray, np.ndarray]
     wide: list[tuple[np.ndarray, np.ndarray]]
 
     @classmethod
@@ -210,7 +212,10 @@ class Network:
         use = routes.link_matrix(topology.compiled.num_links)[:, used].tocsr()
         cap = topology.compiled.capacity[used]
         scale = float(cap.max())
-        return cls(routes, pair, use, cap / scale, scale, edges, [(p, tree_heights(p)) for p in wide])
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(edges[1], minlength=n))])
+        into = (ptr, np.argsort(edges[1], kind="stable"))
+        wide_trees = [(p, tree_heights(p)) for p in wide]
+        return cls(routes, pair, use, cap / scale, scale, edges, into, wide_trees)
 
     @property
     def least_steps(self) -> int:
@@ -285,6 +290,7 @@ class Placer:
             use.data,
             net.pair,
             *net.edges,
+            *net.into,
             root,
             *net.wide[root],
             len(net.caps),
@@ -311,6 +317,8 @@ def _placement(
     pair,
     u,
     v,
+    into_ptr,
+    into_edge,
     root,
     wide_parent,
     wide_height,
@@ -319,10 +327,10 @@ def _placement(
     """(parent, step, rows) of `Placer._place` under link-step weights `exponential` / `caps`,
     its rows added to `load`: `_costs`, `prim`, `_restep` where Prim strands ranks, `_rows`."""
     price, cost, prefix = _costs(exponential / caps, indptr, indices, data, pair, u, v)
-    parent, step, complete = prim(cost, prefix, root)
+    parent, step, complete = prim(cost, prefix, root, u, v, into_ptr, into_edge)
     if not complete:
-        parent, step = _restep(parent, root, price, prefix, pair, wide_parent, wide_height)
-    rows = _rows(parent, step, prefix.shape[2], pair, indptr, indices, num_links)
+        parent, step = _restep(parent, root, price, prefix, pair, wide_parent, wide_height, u, v)
+    rows = _rows(parent, step, prefix.shape[1], pair, indptr, indices, num_links)
     _add(load.reshape(-1), rows, inverse, 1.0)
     return parent, step, rows
 
@@ -335,13 +343,17 @@ def _add(flat, rows, inverse, sign):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _restep(parent, root, price, prefix, pair, wide_parent, wide_height):  # pragma: no cover - compiled
+def _restep(parent, root, price, prefix, pair, wide_parent, wide_height, u, v):  # pragma: no cover - compiled
     """(parent, step) of a stranded Prim tree: its free ranks `join`ed at their cheapest step
     (the overlay joins all ranks both ways, `Network.of`, so they all join), or the
     breadth-first tree from `root` (`wide_*`) where that is taller than R, and every edge's step
-    chosen again by `cheapest_steps` under the (2R × pairs) `price`."""
-    steps = prefix.shape[2]
-    parent = join(parent, root, prefix[:, :, steps - 1])
+    chosen again by `cheapest_steps` under the (2R × pairs) `price`; `prefix` is per edge
+    (u[e] joining v[e]), as `_costs` gives it."""
+    steps = prefix.shape[1]
+    weight = np.full((len(parent), len(parent)), np.inf)
+    for e in range(len(u)):
+        weight[u[e], v[e]] = prefix[e, steps - 1]
+    parent = join(parent, root, weight)
     height = tree_heights(parent)
     if height[root] > steps:
         parent, height = wide_parent, wide_height
@@ -358,29 +370,30 @@ def _restep(parent, root, price, prefix, pair, wide_parent, wide_height):  # pra
 def _costs(weight, indptr, indices, data, pair, u, v):
     """(price, cost, prefix) of `Placer._place`: the (2R × pairs) prices, Σ over each pair's
     route of `weight` (a link-step's exp(β·load / highest load) / capacity, summed in the
-    route's order as scipy's product does); the (n × n × R) costs of rank c joining parent p at
-    step s (infinite off the overlay; later steps a hair cheaper among equals); and their
-    prefix minimum over steps. Compiled: it runs once per chunk placed, tens of thousands of
-    times per plan."""
+    route's order as scipy's product does); the (edges × R) costs of rank c = u[e] joining
+    parent p = v[e] at step s (later steps a hair cheaper among equals); and their prefix
+    minimum over steps. Per overlay edge, not per rank pair: a 256-rank network has a few
+    thousand edges against 65,536 pairs. Compiled: it runs once per chunk placed, tens of
+    thousands of times per plan."""
     rows, num_pairs = weight.shape[0], len(indptr) - 1
-    steps, n = rows // 2, pair.shape[0]
+    steps = rows // 2
     price = np.zeros((rows, num_pairs))
     for q in range(num_pairs):
         for k in range(indptr[q], indptr[q + 1]):
             a, j = data[k], indices[k]
             for r in range(rows):
                 price[r, q] += a * weight[r, j]
-    cost = np.full((n, n, steps), np.inf)
-    prefix = np.full((n, n, steps), np.inf)
+    cost = np.empty((len(u), steps))
+    prefix = np.empty((len(u), steps))
     for e in range(len(u)):
         c, p = u[e], v[e]
         up, down = pair[c, p], pair[p, c]
         low = np.inf
         for s in range(steps):
             x = (price[s, up] + price[rows - 1 - s, down]) - 1e-12 * (s + 1)
-            cost[c, p, s] = x
+            cost[e, s] = x
             low = min(low, x)
-            prefix[c, p, s] = low
+            prefix[e, s] = low
     return price, cost, prefix
 
 
@@ -410,33 +423,47 @@ def _rows(parent, step, steps, pair, indptr, indices, num_links):
 
 
 @numba.njit(cache=True)
-def prim(cost: np.ndarray, prefix: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(parent, step, complete) of a tree grown from `root` down under `Placer._attach_costs`:
-    the free rank whose cheapest (parent in the tree, step before the parent's) costs least
-    joins there; among equal costs the latest step, which leaves room for children. Where the
-    ranks left have no such parent (their neighbours in the tree all at step 1): the tree so
-    far, the free ranks' parents −1, and not complete. Compiled: it runs once per chunk placed,
-    thousands of times per plan, and a rank at a time."""
-    n, steps = cost.shape[0], cost.shape[2]
+def prim(
+    cost: np.ndarray,
+    prefix: np.ndarray,
+    root: int,
+    u: np.ndarray,
+    v: np.ndarray,
+    into_ptr: np.ndarray,
+    into_edge: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(parent, step, complete) of a tree grown from `root` down under `_costs`' per-edge `cost`
+    and `prefix` (edge e: rank u[e] joining parent v[e]; `into_ptr`, `into_edge` list every
+    rank's edges from its children): the free rank whose cheapest (parent in the tree, step
+    before the parent's) costs least joins there; among equal costs the latest step, which
+    leaves room for children. Where the ranks left have no such parent (their neighbours in the
+    tree all at step 1): the tree so far, the free ranks' parents −1, and not complete.
+    Compiled: it runs once per chunk placed, thousands of times per plan, and a rank at a time."""
+    n, steps = len(into_ptr) - 1, cost.shape[1]
     parent, step = np.full(n, -1), np.zeros(n, dtype=np.int64)
     step[root] = steps + 1
     free = np.ones(n, dtype=np.bool_)
     free[root] = False
-    best, via = prefix[:, root, steps - 1].copy(), np.full(n, root)
-    best[root] = np.inf  # ranks in the tree cost infinity: argmin finds the free ones
+    best = np.full(n, np.inf)  # ranks in the tree cost infinity: argmin finds the free ones
+    via = np.full(n, -1)  # the edge of each free rank's cheapest parent
+    for k in range(into_ptr[root], into_ptr[root + 1]):
+        e = into_edge[k]
+        best[u[e]], via[u[e]] = prefix[e, steps - 1], e
     for _ in range(n - 1):
         c = int(np.argmin(best))
         if not np.isfinite(best[c]):
             return parent, step, False
-        p = via[c]
-        parent[c] = p
-        step[c] = int(np.argmin(cost[c, p, : step[p] - 1])) + 1
+        e = via[c]
+        p = parent[c] = v[e]
+        step[c] = int(np.argmin(cost[e, : step[p] - 1])) + 1
         free[c] = False
         best[c] = np.inf
         if step[c] > 1:
-            for v in range(n):
-                if free[v] and prefix[v, c, step[c] - 2] < best[v]:
-                    best[v], via[v] = prefix[v, c, step[c] - 2], c
+            for k in range(into_ptr[c], into_ptr[c + 1]):
+                e = into_edge[k]
+                x = u[e]
+                if free[x] and prefix[e, step[c] - 2] < best[x]:
+                    best[x], via[x] = prefix[e, step[c] - 2], e
     return parent, step, True
 
 
