@@ -165,7 +165,7 @@ def rerun_baselines() -> None:
     lines = text[start:end].split("\n")
     for i, line in enumerate(lines):
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| ") else []
-        if cells and cells[0] in gaps:
+        if len(cells) > 1 and cells[0] in gaps and cells[1].isdigit():  # not the curves' rows
             fresh = gaps[cells[0]].values()
             cells[2 : 2 + len(BASELINES)] = ["–" if g is None else f"{g:.3f}" for g in fresh]
             lines[i] = "| " + " | ".join(cells) + " |"
