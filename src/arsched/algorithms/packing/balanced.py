@@ -23,7 +23,7 @@ then take every chunk out and place it again under the prices of all the others 
 re-place), which evens out what the myopic first pass left; a sweep can also undo what the last
 one gained, so the fastest placement seen is kept, after at most `SWEEPS` sweeps or `PATIENCE`
 in a row without a faster one (on DCell(5,1), 3 sweeps left 1.042× the bound in the flow model,
-this 1.028×: docs/results.md, bench_auto). Every chunk is a column
+this 1.027×: docs/results.md, bench_auto). Every chunk is a column
 of its own, so there is no fractional solution to round, and unlike a time-indexed LP this
 scales to the ranks tree packing takes.
 
