@@ -297,3 +297,55 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again():
     B.add_balanced(b, B.BalancedPlan(columns, net.routes, steps, 0.0))
     s = b.build()
     assert validate(s).ok and numeric_check(s).ok
+
+
+def _dense_prim(cost, prefix, u, v, root, n):
+    """Prim over the (n × n × R) costs (infinite off the overlay), rank by rank: the reference
+    the per-edge `prim` must reproduce, ties included."""
+    steps = cost.shape[1]
+    dense_cost = np.full((n, n, steps), np.inf)
+    dense_prefix = np.full((n, n, steps), np.inf)
+    dense_cost[u, v], dense_prefix[u, v] = cost, prefix
+    parent, step = np.full(n, -1), np.zeros(n, dtype=np.int64)
+    step[root] = steps + 1
+    free = np.ones(n, dtype=bool)
+    free[root] = False
+    best, via = dense_prefix[:, root, steps - 1].copy(), np.full(n, root)
+    best[root] = np.inf
+    for _ in range(n - 1):
+        c = int(np.argmin(best))
+        if not np.isfinite(best[c]):
+            return parent, step, False
+        p = parent[c] = via[c]
+        step[c] = int(np.argmin(dense_cost[c, p, : step[p] - 1])) + 1
+        free[c], best[c] = False, np.inf
+        if step[c] > 1:
+            for x in range(n):
+                if free[x] and dense_prefix[x, c, step[c] - 2] < best[x]:
+                    best[x], via[x] = dense_prefix[x, c, step[c] - 2], c
+    return parent, step, True
+
+
+@pytest.mark.parametrize(
+    "spec", ["dcell:n=3,k=1", "torus:dims=3x4", "jellyfish:switches=8,ports=5,net_ports=3,seed=3"]
+)
+def test_prim_over_the_overlay_edges_is_prim_over_all_rank_pairs(spec):
+    """Prim on per-edge costs, walking each new parent's edges from its children, grows the
+    same trees at the same steps as Prim over every rank pair, with no load (equal prices: ties)
+    and under random link-step loads (some strand ranks at R = least steps, some do not)."""
+    topo = parse_spec(spec)
+    net = B.Network.of(topo, tuple(topo.servers))
+    n, u, v = len(net.pair), *net.edges
+    rng = np.random.default_rng(11)
+    stranded = 0
+    for trial in range(24):
+        steps = net.least_steps + trial % 3
+        load = rng.random((2 * steps, len(net.caps))) if trial >= 3 else np.zeros((2 * steps, len(net.caps)))
+        weight = np.exp(10.0 * load) / net.caps  # no load at first: equal prices, ties
+        _, cost, prefix = B._costs(weight, net.use.indptr, net.use.indices, net.use.data, net.pair, u, v)
+        root = trial % n
+        got = B.prim(cost, prefix, root, u, v, *net.into)
+        want = _dense_prim(cost, prefix, u, v, root, n)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
+        stranded += not got[2]
+    assert 0 < stranded < 24
