@@ -89,13 +89,19 @@ def phase(
             send_digit = (own - ring_sign * (h + 1)) % r if op == "reduce" else (own - ring_sign * h) % r
             at = step + h
         peer = servers + (peer_digit - own) * weights[dim]
-        for fv in free_vals:
-            digits = sdig.copy()
-            digits[:, dim] = send_digit
-            digits[:, free] = fv
-            chunk = digits @ weights
-            for p in range(per):
-                b.add_rank_arrays(at, base + chunk * per + p, servers, peer, op)
+        digits = sdig.copy()
+        digits[:, dim] = send_digit
+        digits[:, free] = 0
+        chunk = (free_vals @ weights[free])[:, None] + (digits @ weights)[None, :]  # (free values, servers)
+        # every free value's chunks, each of its `per` parts, every server: one call, rows in that order
+        shape = (len(free_vals), per, n)
+        b.add_rank_arrays(
+            at,
+            (base + chunk[:, None, :] * per + np.arange(per)[None, :, None]).ravel(),
+            np.broadcast_to(servers, shape).ravel(),
+            np.broadcast_to(peer, shape).ravel(),
+            op,
+        )
     return 1 if ring_sign == 0 else r - 1
 
 
