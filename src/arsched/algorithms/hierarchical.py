@@ -65,6 +65,7 @@ import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.dimension_ordered import phase
+from arsched.algorithms.fastest import fastest
 from arsched.algorithms.groups import align, candidate_groups, usable
 from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
@@ -72,8 +73,8 @@ from arsched.algorithms.routes import STRIPES, route, striped_usage
 from arsched.bounds import allreduce_bound
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
-from arsched.errors import ArschedError, NotFaster, OutOfTime
-from arsched.limits import LimitError, max_memory, schedule_memory
+from arsched.errors import ArschedError
+from arsched.limits import max_memory, schedule_memory
 from arsched.topology.core import Topology
 
 NAME = "hierarchical"
@@ -466,28 +467,16 @@ def _fastest(
     candidates: list[list[int]],
     alpha: float,
 ) -> Schedule:
-    """The candidate piece sizes' schedule that is fastest in the default flow model, among the
-    first ones whose transfers fit in `SIMULATE_TRANSFERS`; the first (the estimate's choice)
-    where fewer than two fit or its simulation takes more than `SIMULATE_INSTANTS` instants or
-    more memory than the limit allows (a later one cut there is left out). One schedule is held
-    besides the best."""
-    from arsched.sim import simulate_flow
-
-    best = _schedule(topology, rs, nbytes, plan, candidates[0])
-    per_unit = len(best) / sum(candidates[0])
-    fit = np.cumsum([sum(w) * per_unit for w in candidates]) <= SIMULATE_TRANSFERS
-    if len(fit) < 2 or not fit[1]:  # nothing to choose from
-        return best
-    try:
-        best_s = simulate_flow(best, alpha, max_instants=SIMULATE_INSTANTS).time_s
-    except (OutOfTime, LimitError):  # too long, or too large for the memory limit, to time
-        return best
-    for w in candidates[1 : int(fit.sum())]:
-        schedule = _schedule(topology, rs, nbytes, plan, w)
-        try:
-            t = simulate_flow(schedule, alpha, give_up_above=best_s, max_instants=SIMULATE_INSTANTS).time_s
-        except (NotFaster, OutOfTime, LimitError):
-            continue
-        if t < best_s:
-            best, best_s = schedule, t
-    return best
+    """The candidate piece sizes' schedule that is fastest in the default flow model
+    (`fastest`, within `SIMULATE_TRANSFERS` and `SIMULATE_INSTANTS`); the estimate's choice,
+    the first, where none can be timed."""
+    first = _schedule(topology, rs, nbytes, plan, candidates[0])
+    per_unit = len(first) / sum(candidates[0])
+    return fastest(
+        first,
+        [functools.partial(_schedule, topology, rs, nbytes, plan, w) for w in candidates[1:]],
+        [sum(w) * per_unit for w in candidates[1:]],
+        alpha,
+        SIMULATE_TRANSFERS,
+        SIMULATE_INSTANTS,
+    )
