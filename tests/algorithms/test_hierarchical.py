@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import NotApplicable, build
-from arsched.algorithms.groups import candidate_groups
 from arsched.algorithms.hierarchical import Plan, estimate, ramp
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
 from arsched.sim import simulate_flow
 from arsched.topology import parse_spec
+from arsched.topology.boxes import candidate_groups
 
 LEAFSPINE = "leafspine:leaves=3,spines=2,servers_per_leaf=3"
 

@@ -1,9 +1,9 @@
 """MSCCL XML export on the GPU fabrics and directed networks of issue 21: tree-packing and ring
 on two HGX and two MI250 boxes, a one-way ring and torus and an asymmetric ring export, compute
 the sum in any interleaving, come back as valid schedules and export to the same bytes. On the
-rail fabrics each thread block carries one rail's traffic, and the rails survive the round trip;
-a schedule with more chunks than MSCCL's 256 steps per thread block allow is refused in one
-sentence and fits when built with fewer."""
+rail fabrics each thread block carries one rail's traffic, each rail has channels of its own,
+and the rails survive the round trip; a schedule with more chunks than MSCCL's 256 steps per
+thread block allow is refused in one sentence and fits when built with fewer."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from test_msccl import schedule_for  # cached: the same schedules as the checks above
 from test_msccl import test_exported_program_computes_the_sum_in_any_interleaving as sums
@@ -79,3 +80,64 @@ def test_a_runtime_sized_tree_packing_fits_in_msccl_thread_blocks():
     few = build("tree-packing", topo, None, 256e6, units=4, stages=2)
     back = from_xml(to_xml(few), topo, few.ranks, few.nbytes)
     assert validate(back).ok and back.num_chunks == 8
+
+
+def channels_of(xml: str) -> dict[tuple[int, int], int]:
+    """Per (sender, receiver): the channel of its send thread block (and of its receive block,
+    which must be the same)."""
+    sends, recvs = {}, {}
+    for gpu in ET.fromstring(xml):
+        g = int(gpu.get("id"))
+        for tb in gpu:
+            if tb.get("send") != "-1":
+                sends[g, int(tb.get("send"))] = int(tb.get("chan"))
+            if tb.get("recv") != "-1":
+                recvs[int(tb.get("recv")), g] = int(tb.get("chan"))
+    assert sends == recvs
+    return sends
+
+
+def test_each_rail_has_channels_of_its_own():
+    """Between boxes a connection is on channel 1 + its sender's rail (the NIC its route leaves
+    by: GPU j of a box uses NIC j), inside a box on channel 0, and the program still sums."""
+    s = build("hierarchical", parse_spec("hgx:boxes=2"), None, 1e6)
+    xml = to_xml(s)
+    chan = channels_of(xml)
+    per_connection = rails_per_connection(s)
+    node = [s.topology.compiled.index[r] for r in s.ranks]
+    for (a, b), ch in chan.items():
+        crossed = per_connection.get((node[a], node[b]))  # None: inside the box
+        assert (ch == 0) if crossed is None else crossed == {frozenset({ch - 1})}
+    assert len(set(chan.values())) == 9 and int(ET.fromstring(xml).get("nchannels")) == 9
+    sums("hgx:boxes=2", "hierarchical")
+
+
+def test_a_rail_past_32_thread_blocks_takes_the_next_channel_of_its_own():
+    """40 boxes of 2 GPUs, rails exchanging directly: 39 rail peers per GPU, more than MSCCL's 32
+    thread blocks per channel, so each rail takes a second channel three further on."""
+    s = build("hierarchical", parse_spec("hgx:boxes=40,gpus_per_box=2"), None, 1e6, rail="direct")
+    xml = to_xml(s)
+    chan = channels_of(xml)
+    for (a, b), ch in chan.items():
+        kind = 0 if a // 2 == b // 2 else 1 + a % 2  # GPU j of box d is rank 2·d + j
+        assert ch % 3 == kind
+    for gpu in ET.fromstring(xml):
+        for way in ("send", "recv"):
+            blocks = [tb.get("chan") for tb in gpu if tb.get(way) != "-1"]
+            assert max(blocks.count(c) for c in set(blocks)) <= 32
+    assert max(chan.values()) >= 3  # some rail went past its first channel
+    back = from_xml(xml, s.topology, s.ranks, s.nbytes)
+    assert validate(back).ok and to_xml(back) == xml
+
+
+def test_rails_that_would_need_more_than_32_channels_share_them():
+    from arsched.runtime.msccl_export import _channels
+
+    n = 40
+    src = np.repeat(np.arange(n), n - 1)
+    dst = np.array([b for a in range(n) for b in range(n) if b != a])
+    rail = np.full(len(src), 19)  # class 19 of 20: a second channel would be 39
+    plain = _channels(src, dst, np.zeros_like(rail), 1)
+    assert _channels(src, dst, rail, 20) == plain  # 19, 39: past 32 channels, so the plain numbering
+    few = np.arange(len(src)) < 31  # rank 0's first 31 peers only: one channel of class 19
+    assert set(_channels(src[few], dst[few], rail[few], 20).values()) == {19}

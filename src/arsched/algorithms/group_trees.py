@@ -44,10 +44,10 @@ from arsched.algorithms.common import (
     ring_order,
 )
 from arsched.algorithms.dbtree import leaf_parity_tree, rooted_trees
-from arsched.algorithms.groups import candidate_groups
 from arsched.algorithms.registry import register
 from arsched.algorithms.trees import add_tree, register_rooted, tree_depths, tree_heights
 from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.topology.boxes import candidate_groups
 from arsched.topology.core import Topology
 
 NAME = "group-trees"

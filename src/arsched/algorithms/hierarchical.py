@@ -66,7 +66,7 @@ import numpy as np
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.dimension_ordered import phase
 from arsched.algorithms.fastest import fastest
-from arsched.algorithms.groups import align, candidate_groups, usable
+from arsched.algorithms.groups import align
 from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import STRIPES, route, striped_usage
@@ -75,6 +75,7 @@ from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
 from arsched.limits import max_memory, schedule_memory
+from arsched.topology.boxes import candidate_groups, usable
 from arsched.topology.core import Topology
 
 NAME = "hierarchical"

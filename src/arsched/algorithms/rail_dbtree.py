@@ -21,10 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from arsched.algorithms.dbtree import rooted_trees
-from arsched.algorithms.groups import align, candidate_groups
+from arsched.algorithms.groups import align
 from arsched.algorithms.registry import NotApplicable
 from arsched.algorithms.routes import STRIPES
 from arsched.algorithms.trees import register_rooted
+from arsched.topology.boxes import candidate_groups
 from arsched.topology.core import Topology
 
 NAME = "rail-dbtree"

@@ -6,7 +6,12 @@ ReduceScatter on the input `i`, AllGather on its output `o`), AllToAll out of pl
 chunks a gpu relays in scratch and each gpu's block to itself one local copy (`cpy`, in a
 thread block of its own, as MSCCL's own AllToAll programs do). One thread block per (rank,
 peer, direction), on channel 0 unless a rank has more than MSCCL's 32 thread blocks per
-channel in one direction (then the next channel, the same at both ends). A transfer is a send
+channel in one direction (then the next channel, the same at both ends). Where the ranks fall
+in boxes (GPUs joined by their box fabric), the connections between boxes are kept on channels
+of their own per rail, the sender's place in its box (channel 1 + rail, then 1 + rail + (1 +
+g)·k when a rail needs more), and those inside the boxes on channels 0, 1 + g, ...: a runtime
+spreads its channels over a GPU's NICs, and each rail's traffic then runs apart from the box
+fabric's. A transfer is a send
 (`s`) at its source and a receive at its destination, `rrc` (receive, reduce, copy) for
 `reduce` and `r` for `copy`, each thread block in step order. Waits follow the step semantics
 (design §3.3): a send waits for the last write of its chunk; a receive waits for the last
@@ -30,6 +35,7 @@ from arsched.fileio import write_atomic
 from arsched.runtime.msccl_format import (
     COLLS,
     MAX_BYTES,
+    MAX_CHANNELS,
     MAX_COUNT,
     MAX_STEPS_PER_TB,
     MAX_TBS,
@@ -38,6 +44,7 @@ from arsched.runtime.msccl_format import (
     Buffers,
     MscclFormatError,
 )
+from arsched.topology.boxes import candidate_groups
 
 REDUCING = ("allreduce", "reduce_scatter", "reduce")  # the others only copy: redop="nop"
 
@@ -51,18 +58,36 @@ class _Op:
     deps: list[tuple[int, int]] = field(default_factory=list)
 
 
-def _channels(src: np.ndarray, dst: np.ndarray) -> dict[tuple[int, int], int]:
+def _rails(s: Schedule, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, int]:
+    """Every transfer's channel class, and how many classes: where the ranks fall in boxes
+    (`topology.boxes`, by the fastest links: GPUs on one box fabric), 0 inside a box and 1 + the
+    sender's place in its box between boxes (its rail: GPU j of every box sends through NIC j on a
+    rail-optimised fabric); elsewhere all 0, one class."""
+    found = candidate_groups(s.topology, s.ranks, by_switch=False)
+    if not found:
+        return np.zeros(len(src), dtype=np.int64), 1
+    box, place = np.empty(s.num_ranks, dtype=np.int64), np.empty(s.num_ranks, dtype=np.int64)
+    for b, members in enumerate(found[0]):
+        box[list(members)], place[list(members)] = b, np.arange(len(members))
+    return np.where(box[src] == box[dst], 0, 1 + place[src]), 1 + len(found[0][0])
+
+
+def _channels(src: np.ndarray, dst: np.ndarray, rail: np.ndarray, classes: int) -> dict[tuple[int, int], int]:
     """A channel per connection (a -> b) such that no rank sends, nor receives, on more than
-    MSCCL's 32 thread blocks per channel: the lowest channel with room at both ends."""
+    MSCCL's 32 thread blocks per channel: the lowest channel with room at both ends among those
+    of its class c (c, c + classes, c + 2·classes, ...), so that each rail keeps channels of its
+    own (`_rails`); with more than MSCCL's 32 channels so, the classes are dropped."""
     used: dict[tuple[str, int, int], int] = defaultdict(int)  # (direction, rank, channel) -> blocks
     out = {}
-    for a, b in sorted(set(zip(src.tolist(), dst.tolist(), strict=True))):
-        ch = 0
+    for a, b, c in sorted(set(zip(src.tolist(), dst.tolist(), rail.tolist(), strict=True))):
+        ch = c
         while used[("s", a, ch)] >= MAX_TBS_PER_CHANNEL or used[("r", b, ch)] >= MAX_TBS_PER_CHANNEL:
-            ch += 1
+            ch += classes
         used[("s", a, ch)] += 1
         used[("r", b, ch)] += 1
         out[(a, b)] = ch
+    if classes > 1 and max(out.values()) >= MAX_CHANNELS:
+        return _channels(src, dst, np.zeros_like(rail), 1)
     return out
 
 
@@ -198,7 +223,7 @@ def to_xml(
     buffers = Buffers(s.collective, n, s.num_chunks)
     rank_of = s.rank_of_node
     src, dst = rank_of[s.src], rank_of[s.dst]
-    chan = _channels(src, dst)
+    chan = _channels(src, dst, *_rails(s, src, dst))
     tbs = _thread_blocks(chan, n)
     worst = max(range(n), key=lambda r: len(tbs[r]))
     if len(tbs[worst]) + all_to_all > MAX_TBS:

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from arsched.algorithms import build
-from arsched.algorithms.groups import align, candidate_groups
+from arsched.algorithms.groups import align
 from arsched.algorithms.packing.forest import pack_forest
 from arsched.algorithms.packing.lp import TOLERANCE
 from arsched.algorithms.packing.rails import _fan_out, _rail, _trees, rail_trees
 from arsched.collective import numeric_check, validate
 from arsched.topology import parse_spec
+from arsched.topology.boxes import candidate_groups
 
 # Fabrics no constant was tuned on: box counts and sizes drawn from a seed, an H100 Clos.
 _rng = np.random.default_rng(25)

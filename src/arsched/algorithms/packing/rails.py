@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arsched.algorithms.groups import align, candidate_groups
+from arsched.algorithms.groups import align
+from arsched.topology.boxes import candidate_groups
 from arsched.topology.core import Topology
 
 
