@@ -35,7 +35,7 @@ from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology, is_int
 
-PIECES = 4  # torus-native's default pieces are chosen from 1 to this many (uneven dimensions)
+PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # torus-native's default pieces (uneven dimensions)
 SIMULATE_TRANSFERS = 12_000_000  # ... among the first whose transfers add up to this many
 SIMULATE_INSTANTS = 2_000  # ... each simulation cut after this many event instants
 
@@ -202,10 +202,12 @@ def torus_native(
     `chunks` is a multiple of 2N (default: the fewest that give shares within 1 % of the best
     split, times the pieces). Where the dimensions differ in size or speed, a copy's phases take
     different times, and a link waits for the other copies' phases to end (the 5×3 torus at 256
-    MB: 1.14× the bound in one piece, 1.02× in three): the default `pieces` is then the fastest of
-    1 to `PIECES` in the flow model at `alpha` (default: the flow model's), each piece costing
-    every connection a step (α). On a torus whose dimensions are alike every copy's phases take
-    equal times, and one piece it is."""
+    MB: 1.14× the bound in one piece, 1.02× in three; 12×6: 1.29× and 1.06× in sixteen): the
+    default `pieces` is then the fastest of `PIECES` in the flow model at `alpha` (default: the
+    flow model's), as many as fit in `SIMULATE_TRANSFERS`, each piece costing every connection a
+    step (α); the time need not fall or rise steadily with the pieces (12×6 at 16 MB: two pieces
+    slower than one, four faster), so all are timed. On a torus whose dimensions are alike every
+    copy's phases take equal times, and one piece it is."""
     rs = check_ranks(topology, ranks, "torus-native")
     nbytes = check_nbytes(nbytes, "torus-native")
     radices = _grid(topology, rs, "torus")
@@ -221,7 +223,7 @@ def torus_native(
     units = None if chunks is None else chunk_multiple(chunks, 2 * n, "torus-native", ranks=n) // (2 * n)
     phases = np.array([[loads[j, orders[0].index(dim)] for dim in order] for j, order in enumerate(orders)])
     alike = bool(np.allclose(phases, phases[0], rtol=1e-9, atol=0))
-    counts = [int(pieces)] if pieces is not None else [1] if alike else list(range(1, PIECES + 1))
+    counts = [int(pieces)] if pieces is not None else [1] if alike else list(PIECES)
     if units is not None:
         counts = [p for p in counts if units % p == 0]
         if not counts:
