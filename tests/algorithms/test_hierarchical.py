@@ -160,9 +160,10 @@ def test_chosen_pieces_are_no_slower_than_equal_ones(spec):
 
 
 def test_pieces_are_chosen_by_simulation_within_a_bound_on_work(monkeypatch):
-    """The kept pieces are the fastest simulated of the estimate's cheapest and its best equal
-    ones; where fewer than two fit in the transfer budget, or the first's simulation needs more
-    instants or memory than allowed, the estimate's own choice is kept."""
+    """The kept pieces are the fastest simulated of the estimate's cheapest, its best equal ones
+    and equal ones half and a quarter as many; where fewer than two fit in the transfer budget,
+    or the first's simulation needs more instants or memory than allowed, the estimate's own
+    choice is kept."""
     import arsched.algorithms.hierarchical as hierarchical
     import arsched.limits as limits
 
@@ -172,8 +173,9 @@ def test_pieces_are_chosen_by_simulation_within_a_bound_on_work(monkeypatch):
     grid = np.array([[topo.servers.index(r) for r in row] for row in params["groups"]])
     plan = Plan(grid, params["intra"], params["rail"])
     options = [w for _, w in estimate(topo, topo.servers, plan, 256e6, 5e-6)]
-    equal = next(w for w in options if len(set(w)) == 1)
-    timed = options[: hierarchical.SIMULATED] + [equal] * (equal not in options[: hierarchical.SIMULATED])
+    equal = len(next(w for w in options if len(set(w)) == 1))
+    timed = options[: hierarchical.SIMULATED]
+    timed += [[1] * k for k in (equal, equal // 2, equal // 4) if k and [1] * k not in timed]
     times = [simulate_flow(hierarchical._schedule(topo, topo.servers, 256e6, plan, w)).time_s for w in timed]
     assert params["pieces"] == timed[int(np.argmin(times))]
     assert params["pieces"] != options[0]  # the simulation changed the estimate's choice here

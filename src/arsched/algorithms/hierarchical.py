@@ -26,8 +26,11 @@ connection α. Sizes ramp up geometrically by the ratio of the busiest phase to 
 (what the busiest phase of piece s hides of the next piece's), hold, and ramp down. Modes and
 pieces are chosen by a closed-form estimate: the schedule's busiest link time for one piece
 (from its own transfers on their routes) plus the exposed ends and α per step (`estimate`); where
-the plan is within `REFINE` of the bound, the estimate's few cheapest piece sizes and its best
-equal pieces are timed in the flow model (in-order connections) and the fastest is kept, as
+the plan is within `REFINE` of the bound, the estimate's few cheapest piece sizes, its best
+equal pieces and equal pieces half and a quarter as many (`FEWER`: the estimate prices a
+piece's α below what the flow model charges, so it cuts too finely: two A100 boxes at 256 MB,
+six equal pieces 1.045× the bound where the estimate's ramp of nine was 1.057×) are timed in the
+flow model (in-order connections) and the fastest is kept, as
 many as fit in `SIMULATE_TRANSFERS` transfers in all (at least two, or none), each simulation
 cut after `SIMULATE_INSTANTS` event instants: the estimate cannot see how the pipeline's pieces
 share links on their way (32 boxes on a ToR fabric at 256 MB: the estimate's choice 1.106× the
@@ -80,7 +83,8 @@ from arsched.topology.core import Topology
 
 NAME = "hierarchical"
 GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where below it
-SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough
+SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough ...
+FEWER = 2  # ... and its best equal pieces, with a half and a quarter as many
 SIMULATE_TRANSFERS = 12_000_000  # the most transfers the timed candidates hold in all
 SIMULATE_INSTANTS = 2_000  # a candidate's simulation stops after this many event instants
 REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
@@ -426,9 +430,12 @@ def hierarchical(
         return _schedule(topology, rs, nbytes, plan, [1] * int(stages))
     if options[0][0] > REFINE * allreduce_bound(topology, rs, nbytes):
         return _schedule(topology, rs, nbytes, plan, options[0][1])
-    cheapest = [w for _, w in options[:SIMULATED]]
-    equal = next(w for _, w in options if len(set(w)) == 1)  # the estimate's best equal pieces
-    return _fastest(topology, rs, nbytes, plan, cheapest + [equal] * (equal not in cheapest), a)
+    candidates = [w for _, w in options[:SIMULATED]]
+    equal = len(next(w for _, w in options if len(set(w)) == 1))  # the estimate's best equal pieces
+    for count in (equal, *(equal // 2**k for k in range(1, FEWER + 1))):
+        if count >= 1 and [1] * count not in candidates:
+            candidates.append([1] * count)
+    return _fastest(topology, rs, nbytes, plan, candidates, a)
 
 
 def _schedule(
