@@ -35,7 +35,7 @@ from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
 from arsched.topology.core import Topology, is_int
 
-PIECES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # torus-native's default pieces (uneven dimensions)
+PIECES = (1, 2, 3, 4, 6, 8, 12, 16)  # torus-native's default pieces (uneven dimensions)
 SIMULATE_TRANSFERS = 12_000_000  # ... among the first whose transfers add up to this many
 SIMULATE_INSTANTS = 2_000  # ... each simulation cut after this many event instants
 
