@@ -72,8 +72,8 @@ def phase(
     radices: list[int],
     dim: int,
     fixed: list[int],
-    step: int,
-    base: int,
+    step: int | np.ndarray,
+    base: int | np.ndarray,
     per: int,
     op: str,
     ring_sign: int,
@@ -84,7 +84,8 @@ def phase(
     server s handles the chunks whose `fixed` digits equal its own. `ring_sign` 0: every member
     of s's group along `dim` talks to s directly (BCube: one switch per group, one step);
     ±1: a ring along `dim` in that direction (torus: r − 1 steps); `BOTH`: both directions of
-    the ring at once (`chains`, ⌊r/2⌋ steps; `per` even).
+    the ring at once (`chains`, ⌊r/2⌋ steps; `per` even). `step` and `base` may be arrays, one
+    entry per piece of a pipeline: the same phase for every piece in one call per move.
     """
     r = radices[dim]
     if ring_sign == 0:  # direct exchange: peer h+1 along the dimension
@@ -108,11 +109,14 @@ def phase(
         digits[:, dim] = (own + send) % r
         digits[:, free] = 0
         chunk = (free_vals @ weights[free])[:, None] + (digits @ weights)[None, :]  # (free values, servers)
-        # every free value's chunks, parts lo..hi-1, every server: one call, rows in that order
-        shape = (len(free_vals), hi - lo, n)
+        # every piece's, every free value's chunks, parts lo..hi-1, every server: one call, rows
+        # in that order
+        pieces = np.reshape(base, (-1, 1, 1, 1))
+        shape = (len(pieces), len(free_vals), hi - lo, n)
+        at_steps = np.asarray(step) + at
         b.add_rank_arrays(
-            step + at,
-            (base + chunk[:, None, :] * per + np.arange(lo, hi)[None, :, None]).ravel(),
+            at_steps if at_steps.ndim == 0 else np.broadcast_to(at_steps.reshape(-1, 1, 1, 1), shape).ravel(),
+            (pieces + chunk[None, :, None, :] * per + np.arange(lo, hi)[None, None, :, None]).ravel(),
             np.broadcast_to(servers, shape).ravel(),
             np.broadcast_to(peer, shape).ravel(),
             op,
@@ -153,18 +157,19 @@ def _dimension_ordered(
     radices: list[int],
     orders: list[tuple[list[int], int]],
     per: int,
-    first: int = 0,
-    start: int = 0,
+    first: int | np.ndarray = 0,
+    start: int | np.ndarray = 0,
 ) -> None:
     """Copy j (dimension order, ring sign) reduce-scatters dimension by dimension from step
-    `start`, then all-gathers in reverse; it owns chunks first + [j·N·per, (j+1)·N·per)."""
+    `start`, then all-gathers in reverse; it owns chunks first + [j·N·per, (j+1)·N·per). With
+    arrays `first` and `start`, one such copy per entry (the pieces of a pipeline)."""
     n = int(np.prod(radices))
     for j, (order, sign) in enumerate(orders):
         base, step = first + j * n * per, start
         for i, dim in enumerate(order):
-            step += phase(b, radices, dim, order[:i], step, base, per, "reduce", sign)
+            step = step + phase(b, radices, dim, order[:i], step, base, per, "reduce", sign)
         for i, dim in reversed(list(enumerate(order))):
-            step += phase(b, radices, dim, order[:i], step, base, per, "copy", sign)
+            step = step + phase(b, radices, dim, order[:i], step, base, per, "copy", sign)
 
 
 @register("bcube-native", "BCube's level-by-level reduce-scatter/all-gather, k+1 copies on all ports")
@@ -234,12 +239,11 @@ def torus_native(
         total = chunk_multiple(2 * n * int(share.sum()) * count, 2 * n, "torus-native", ranks=n)
         params = {"chunks": total, "pieces": count}
         b = ScheduleBuilder(topology, rs, nbytes, total, "torus-native", {"params": params})
-        base = 0
-        for piece in range(count):
-            for order, k in zip(orders, share.tolist(), strict=True):
-                if k:
-                    _dimension_ordered(b, radices, [(order, BOTH)], 2 * k, base, piece)
-                    base += 2 * k * n
+        starts = np.arange(count)
+        offset = 2 * n * np.concatenate([[0], np.cumsum(share)])  # of each copy within a piece
+        for order, k, at in zip(orders, share.tolist(), offset.tolist(), strict=False):
+            if k:  # piece p's copies from chunk p · (its chunks) on, in copy order
+                _dimension_ordered(b, radices, [(order, BOTH)], 2 * k, at + starts * int(offset[-1]), starts)
         return b.build()
 
     first = make(counts[0])
