@@ -160,10 +160,11 @@ def test_chosen_pieces_are_no_slower_than_equal_ones(spec):
 
 
 def test_pieces_are_chosen_by_simulation_within_a_bound_on_work(monkeypatch):
-    """The kept pieces are the fastest simulated of the estimate's cheapest, its best equal ones
-    and equal ones half and a quarter as many; where fewer than two fit in the transfer budget,
-    or the first's simulation needs more instants or memory than allowed, the estimate's own
-    choice is kept."""
+    """The kept (pieces, channels) are the fastest simulated of, for one channel and for two,
+    the estimate's cheapest pieces (two channels: priced with α / 2), its best equal ones and
+    equal ones half and a quarter as many; where fewer than two fit in the transfer budget, or
+    the first's simulation needs more instants or memory than allowed, the estimate's own
+    choice on one channel is kept."""
     import arsched.algorithms.hierarchical as hierarchical
     import arsched.limits as limits
 
@@ -172,23 +173,41 @@ def test_pieces_are_chosen_by_simulation_within_a_bound_on_work(monkeypatch):
     params = chosen.meta["params"]
     grid = np.array([[topo.servers.index(r) for r in row] for row in params["groups"]])
     plan = Plan(grid, params["intra"], params["rail"])
-    options = [w for _, w in estimate(topo, topo.servers, plan, 256e6, 5e-6)]
-    equal = len(next(w for w in options if len(set(w)) == 1))
-    timed = options[: hierarchical.SIMULATED]
-    timed += [[1] * k for k in (equal, equal // 2, equal // 4) if k and [1] * k not in timed]
-    times = [simulate_flow(hierarchical._schedule(topo, topo.servers, 256e6, plan, w)).time_s for w in timed]
-    assert params["pieces"] == timed[int(np.argmin(times))]
-    assert params["pieces"] != options[0]  # the simulation changed the estimate's choice here
+    timed = []
+    for c in (1, hierarchical.CHANNELS):
+        options = [w for _, w in estimate(topo, topo.servers, plan, 256e6, 5e-6 / c)]
+        equal = len(next(w for w in options if len(set(w)) == 1))
+        pieces = options[: hierarchical.SIMULATED]
+        pieces += [[1] * k for k in (equal, equal // 2, equal // 4) if k and [1] * k not in pieces]
+        timed += [(w, c) for w in pieces]
+    times = [
+        simulate_flow(hierarchical._schedule(topo, topo.servers, 256e6, plan, w, c)).time_s for w, c in timed
+    ]
+    assert (params["pieces"], chosen.channels) == timed[int(np.argmin(times))]
+    first = estimate(topo, topo.servers, plan, 256e6, 5e-6)[0][1]
+    assert (params["pieces"], chosen.channels) != (first, 1)  # the simulation changed the estimate's choice
     monkeypatch.setattr(hierarchical, "SIMULATE_INSTANTS", 1)
-    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == options[0]
+    kept = build("hierarchical", topo, None, 256e6)
+    assert (kept.meta["params"]["pieces"], kept.channels) == (first, 1)
     monkeypatch.setattr(hierarchical, "SIMULATE_INSTANTS", 10**9)
     monkeypatch.setattr(limits, "EVENT_BYTES", 10**15)  # no simulation fits in memory
-    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == options[0]
+    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == first
     monkeypatch.undo()
     per_unit = len(chosen) // sum(params["pieces"])
-    first_two = (sum(options[0]) + sum(options[1])) * per_unit
+    first_two = (sum(timed[0][0]) + sum(timed[1][0])) * per_unit
     monkeypatch.setattr(hierarchical, "SIMULATE_TRANSFERS", first_two - 1)
-    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == options[0]
+    assert build("hierarchical", topo, None, 256e6).meta["params"]["pieces"] == first
+
+
+def test_channels_are_kept_or_refused():
+    topo = parse_spec("hgx:boxes=2,gpus_per_box=2")
+    for c in (1, 3):
+        s = build("hierarchical", topo, None, 1e6, channels=c)
+        check(s)
+        assert s.channels == c
+        assert s.meta["params"].get("channels", 1) == c
+    with pytest.raises(ArschedError, match="channels must be an integer from 1 to 32"):
+        build("hierarchical", topo, None, 1e6, channels=0)
 
 
 def test_pieces_stay_within_the_transfer_limit(monkeypatch):

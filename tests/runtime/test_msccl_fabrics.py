@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from mscclsim import run_xml
 from test_msccl import schedule_for  # cached: the same schedules as the checks above
 from test_msccl import test_exported_program_computes_the_sum_in_any_interleaving as sums
 from test_msccl import test_exported_structure_is_what_the_runtime_requires as structure
@@ -138,6 +139,25 @@ def test_rails_that_would_need_more_than_32_channels_share_them():
     dst = np.array([b for a in range(n) for b in range(n) if b != a])
     rail = np.full(len(src), 19)  # class 19 of 20: a second channel would be 39
     plain = _channels(src, dst, np.zeros_like(rail), 1)
-    assert _channels(src, dst, rail, 20) == plain  # 19, 39: past 32 channels, so the plain numbering
+    assert plain.max() == 2  # the ranks' 39 peers each way need three channels
+    assert (_channels(src, dst, rail, 20) == plain).all()  # 19, 39: past 32 channels, so the plain numbering
     few = np.arange(len(src)) < 31  # rank 0's first 31 peers only: one channel of class 19
-    assert set(_channels(src[few], dst[few], rail[few], 20).values()) == {19}
+    assert set(_channels(src[few], dst[few], rail[few], 20).tolist()) == {19}
+
+
+def test_a_schedule_on_two_channels_exports_a_thread_block_per_channel():
+    """Step s on channel s mod 2: a rank pair that talks in both parities has a thread block on
+    each (more blocks than on one channel), and the program still sums in any interleaving."""
+    topo = parse_spec("hgx:boxes=2,gpus_per_box=2")
+    s = build("hierarchical", topo, None, 1e6, channels=2, stages=3)
+    one = build("hierarchical", topo, None, 1e6, channels=1, stages=3)
+    xml = to_xml(s)
+    blocks = [len(gpu) for gpu in ET.fromstring(xml)]
+    assert all(b > c for b, c in zip(blocks, (len(gpu) for gpu in ET.fromstring(to_xml(one))), strict=True))
+    for gpu in ET.fromstring(xml):
+        peers = [(tb.get("send"), tb.get("recv"), tb.get("chan")) for tb in gpu]
+        assert len(peers) == len(set(peers))
+    for seed in range(3):
+        got, want = run_xml(xml, seed)
+        np.testing.assert_allclose(got, want)
+    assert validate(from_xml(xml, s.topology, s.ranks, s.nbytes)).ok

@@ -39,6 +39,14 @@ makes the same schedule's simulation last minutes (a 256-server Jellyfish: far m
 than a GPU fabric's pipeline, whose pieces end together), and a bound on instants, not on a
 clock, keeps the choice the same on every machine.
 
+Every piece costs each connection α per step, and the box phases' connections all pay it at
+the same moment, when the box fabric idles. On two channels per rank pair (`channels`,
+`Schedule.channels`: step s on channel s mod 2, as NCCL runs several) a connection's next step
+pays its α while the other channel still sends; pieces then share the links they overlap on, so
+whether it pays depends on the fabric: one channel and two are both timed (two priced by the
+estimate with α / 2) and the fastest kept (two A100 boxes at 256 MB: 1.045× the bound on one
+channel, 1.024× on two; four: one channel stays).
+
 Transfers take routes spread over equal-cost paths at switches (`ScheduleBuilder(spread=True)`),
 and the estimate prices those routes: where rails cross spines (a ToR fabric, rails spanning
 scalable units) the lowest-index routes would put every rail's traffic on one spine.
@@ -74,17 +82,18 @@ from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import STRIPES, route, striped_usage
 from arsched.bounds import allreduce_bound
-from arsched.collective.schedule import Schedule, ScheduleBuilder
+from arsched.collective.schedule import MAX_CHANNELS, Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
 from arsched.limits import max_memory, schedule_memory
 from arsched.topology.boxes import candidate_groups, usable
-from arsched.topology.core import Topology
+from arsched.topology.core import Topology, is_int
 
 NAME = "hierarchical"
 GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where below it
 SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough ...
 FEWER = 2  # ... and its best equal pieces, with a half and a quarter as many
+CHANNELS = 2  # connections per rank pair tried besides one (`Schedule.channels`)
 SIMULATE_TRANSFERS = 12_000_000  # the most transfers the timed candidates hold in all
 SIMULATE_INSTANTS = 2_000  # a candidate's simulation stops after this many event instants
 REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
@@ -390,14 +399,16 @@ def hierarchical(
     stages: int | None = None,
     alpha: float | None = None,
     stripes: int = STRIPES,
+    channels: int | None = None,
 ) -> Schedule:
     """Hierarchical AllReduce over equal groups of ranks (`groups`, lists of rank names, or found
     by `candidate_groups`): `intra` direct or ring inside the groups, `rail` direct, ring or rhd
     across them, the vector in pipelined pieces (`stages` equal ones, or sizes chosen with the
     modes); 'auto' and None choose by `estimate` (with `alpha`, default the flow model's). A rank
     pair's transfers are striped over up to `stripes` routes where they add capacity
-    (`ScheduleBuilder(multipath=)`; 1: one route per pair, one queue pair per connection).
-    NotApplicable where the ranks form no such groups."""
+    (`ScheduleBuilder(multipath=)`; 1: one route per pair, one queue pair per connection), and
+    go over `channels` connections (`Schedule.channels`; None: 1 or `CHANNELS`, whichever
+    simulates faster). NotApplicable where the ranks form no such groups."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     intras, rails = _choose("intra", intra, INTRA), _choose("rail", rail, RAIL)
@@ -406,6 +417,8 @@ def hierarchical(
         raise ArschedError(f"{NAME}: alpha must be a non-negative number of seconds, got {alpha!r}")
     if not (isinstance(stripes, (int, np.integer)) and not isinstance(stripes, bool) and 1 <= stripes <= 64):
         raise ArschedError(f"{NAME}: stripes must be an integer from 1 to 64, got {stripes!r}")
+    if channels is not None and not (is_int(channels) and 1 <= channels <= MAX_CHANNELS):
+        raise ArschedError(f"{NAME}: channels must be an integer from 1 to {MAX_CHANNELS}, got {channels!r}")
     groupings = usable_groupings(topology, rs, groups)
     big = len(groupings[0])
     if "rhd" in rails and rail == "rhd" and any(len(o) & (len(o) - 1) for o in groupings):
@@ -427,19 +440,30 @@ def hierarchical(
     if stages is not None:
         if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= MAX_STAGES):
             raise ArschedError(f"{NAME}: stages must be an integer from 1 to {MAX_STAGES}, got {stages!r}")
-        return _schedule(topology, rs, nbytes, plan, [1] * int(stages))
+        return _schedule(topology, rs, nbytes, plan, [1] * int(stages), channels or 1)
     if options[0][0] > REFINE * allreduce_bound(topology, rs, nbytes):
-        return _schedule(topology, rs, nbytes, plan, options[0][1])
-    candidates = [w for _, w in options[:SIMULATED]]
-    equal = len(next(w for _, w in options if len(set(w)) == 1))  # the estimate's best equal pieces
-    for count in (equal, *(equal // 2**k for k in range(1, FEWER + 1))):
-        if count >= 1 and [1] * count not in candidates:
-            candidates.append([1] * count)
+        return _schedule(topology, rs, nbytes, plan, options[0][1], channels or 1)
+    candidates = []
+    for c in (1, CHANNELS) if channels is None else (int(channels),):
+        # with c channels a connection's α overlaps the other channels' bytes: priced as α / c
+        priced = options if c == 1 else estimate(topology, rs, plan, nbytes, a / c)
+        candidates += [(w, c) for w in _timed(priced)]
     return _fastest(topology, rs, nbytes, plan, candidates, a)
 
 
+def _timed(options: list[tuple[float, list[int]]]) -> list[list[int]]:
+    """The piece sizes to time of the estimate's `options` (cheapest first): its `SIMULATED`
+    cheapest, its best equal pieces, and equal pieces a half and a quarter as many (`FEWER`)."""
+    timed = [w for _, w in options[:SIMULATED]]
+    equal = len(next(w for _, w in options if len(set(w)) == 1))
+    for count in (equal, *(equal // 2**k for k in range(1, FEWER + 1))):
+        if count >= 1 and [1] * count not in timed:
+            timed.append([1] * count)
+    return timed
+
+
 def _schedule(
-    topology: Topology, rs: tuple[str, ...], nbytes: float, plan: Plan, pieces: list[int]
+    topology: Topology, rs: tuple[str, ...], nbytes: float, plan: Plan, pieces: list[int], channels: int = 1
 ) -> Schedule:
     n = len(rs)
     chunks = chunk_multiple(sum(pieces) * n * plan.width, n, NAME, ranks=n, paths=_paths(plan))
@@ -452,6 +476,7 @@ def _schedule(
         "chunks": chunks,
         "stripes": plan.stripes,
         "unit": plan.width,
+        **({"channels": channels} if channels > 1 else {}),
     }
     b = ScheduleBuilder(
         topology,
@@ -462,6 +487,7 @@ def _schedule(
         {"params": params},
         spread=True,
         multipath=plan.stripes if plan.width > 1 else 1,
+        channels=channels,
     )
     emit(b, plan, pieces)
     return b.build()
@@ -472,18 +498,18 @@ def _fastest(
     rs: tuple[str, ...],
     nbytes: float,
     plan: Plan,
-    candidates: list[list[int]],
+    candidates: list[tuple[list[int], int]],
     alpha: float,
 ) -> Schedule:
-    """The candidate piece sizes' schedule that is fastest in the default flow model
+    """The candidate (piece sizes, channels) whose schedule is fastest in the default flow model
     (`fastest`, within `SIMULATE_TRANSFERS` and `SIMULATE_INSTANTS`); the estimate's choice,
     the first, where none can be timed."""
-    first = _schedule(topology, rs, nbytes, plan, candidates[0])
-    per_unit = len(first) / sum(candidates[0])
+    first = _schedule(topology, rs, nbytes, plan, *candidates[0])
+    per_unit = len(first) / sum(candidates[0][0])
     return fastest(
         first,
-        [functools.partial(_schedule, topology, rs, nbytes, plan, w) for w in candidates[1:]],
-        [sum(w) * per_unit for w in candidates[1:]],
+        [functools.partial(_schedule, topology, rs, nbytes, plan, w, c) for w, c in candidates[1:]],
+        [sum(w) * per_unit for w, _ in candidates[1:]],
         alpha,
         SIMULATE_TRANSFERS,
         SIMULATE_INSTANTS,

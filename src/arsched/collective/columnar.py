@@ -54,6 +54,7 @@ def dumps_columnar(schedule: Schedule) -> bytes:
         "encoding": "columnar",
         "collective": s.collective,
         **({"root": s.root} if s.root is not None else {}),
+        **({"channels": s.channels} if s.channels != 1 else {}),
         "algorithm": s.algorithm,
         "topology": to_dict(s.topology),
         "ranks": list(s.ranks),
@@ -164,4 +165,5 @@ def _with_columns(skeleton: Schedule, a: dict[str, np.ndarray], where: str) -> S
         meta=skeleton.meta,
         collective=skeleton.collective,
         root=skeleton.root,
+        channels=skeleton.channels,
     )

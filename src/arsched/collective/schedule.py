@@ -24,6 +24,8 @@ from arsched.collective.kinds import Collective
 from arsched.errors import ScheduleFormatError
 from arsched.topology.core import Topology, is_int
 
+MAX_CHANNELS = 32  # NCCL's and MSCCL's channels per communicator
+
 OPS = ("reduce", "copy")
 REDUCE, COPY = 0, 1
 
@@ -49,6 +51,12 @@ class Schedule:
     `topology.compiled.node_ids`), `op` (0 reduce, 1 copy) and `path_id` (into `paths`).
     Build one with `Schedule.from_transfers` or a `ScheduleBuilder`; check it with
     `arsched.collective.validate`.
+
+    `channels` (1 to `MAX_CHANNELS`): how many connections, channels, a rank pair has, as a
+    runtime opens several (NCCL channels, MSCCL's `chan`); a transfer of step s goes on channel
+    s mod `channels` (`connections`), and each channel carries its steps in order. Data
+    dependencies do not depend on it; with two, a pair's transfers of step s + 1 may start (and
+    pay their overhead) while those of step s still send.
     """
 
     topology: Topology
@@ -66,9 +74,15 @@ class Schedule:
     meta: dict[str, Any] = field(default_factory=dict)
     collective: str = "allreduce"
     root: str | None = None
+    channels: int = 1
 
     def __post_init__(self) -> None:
         self.ranks = tuple(self.ranks)
+        if not (is_int(self.channels) and 1 <= self.channels <= MAX_CHANNELS):
+            raise ScheduleFormatError(
+                f"a schedule has 1 to {MAX_CHANNELS} channels per rank pair, not {self.channels!r}"
+            )
+        self.channels = int(self.channels)
         cols = ("step", "chunk", "src", "dst", "op", "path_id")
         dtypes = (np.int64, np.int64, np.int32, np.int32, np.int8, np.int32)
         for name, dt in zip(cols, dtypes, strict=True):
@@ -119,6 +133,15 @@ class Schedule:
         ok = nodes >= 0
         out[nodes[ok]] = np.flatnonzero(ok)
         return out
+
+    def connections(self) -> tuple[np.ndarray, int]:
+        """Every transfer's connection, (source node, destination node, channel) as one number,
+        and how many there can be: a runtime carries each connection's steps in order."""
+        nodes = self.topology.compiled.num_nodes
+        key = self.src.astype(np.int64) * nodes + self.dst
+        if self.channels > 1:
+            key = key * self.channels + np.mod(self.step, self.channels)
+        return key, nodes * nodes * self.channels
 
     # ---- row access ----------------------------------------------------------------------------
     def transfer(self, i: int) -> Transfer:
@@ -199,7 +222,8 @@ class ScheduleBuilder:
     are added, the routes `Router.striped_paths` keeps among its first k spread ones (those
     that add capacity): one connection striped over a dual-plane NIC's two ports, or over
     spines whose links are slower than the NIC, as a runtime does with several queue pairs per
-    connection (one route per pair reaches half a two-port NIC's rate).
+    connection (one route per pair reaches half a two-port NIC's rate). `channels` as in
+    `Schedule`.
     """
 
     def __init__(
@@ -214,8 +238,10 @@ class ScheduleBuilder:
         collective: str = "allreduce",
         root: str | None = None,
         multipath: int = 1,
+        channels: int = 1,
     ) -> None:
         self.topology = topology
+        self.channels = channels
         self.spread = spread
         if not (is_int(multipath) and multipath >= 1):
             raise ScheduleFormatError(f"multipath must be a positive integer, got {multipath!r}")
@@ -467,4 +493,5 @@ class ScheduleBuilder:
             meta=self.meta,
             collective=self.collective,
             root=self.root,
+            channels=self.channels,
         )

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from arsched.collective.kinds import NAMES
-from arsched.collective.schedule import OPS, Schedule
+from arsched.collective.schedule import MAX_CHANNELS, OPS, Schedule
 from arsched.errors import ScheduleFormatError, TopologyError
 from arsched.fileio import parse_json, read_text, write_atomic
 from arsched.topology.io import from_dict, to_dict
@@ -53,6 +53,7 @@ def dumps(schedule: Schedule) -> str:
         f'"format": {json.dumps(FORMAT)}',
         f'"collective": {json.dumps(s.collective)}',
         *([f'"root": {json.dumps(s.root)}'] if s.root is not None else []),
+        *([f'"channels": {s.channels}'] if s.channels != 1 else []),
         f'"algorithm": {json.dumps(s.algorithm)}',
         '"topology": {'
         + f'"name": {json.dumps(topo["name"])},\n'
@@ -85,6 +86,9 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
         )
     if not (root is None or isinstance(root, str)):
         raise ScheduleFormatError(f"{where} has a root that is not a node id string")
+    channels = obj.get("channels", 1)
+    if type(channels) is not int or not 1 <= channels <= MAX_CHANNELS:
+        raise ScheduleFormatError(f"{where} has {channels!r} channels; it needs 1 to {MAX_CHANNELS}")
     for key, kind in (("topology", dict), ("ranks", list), ("transfers", list)):
         if not isinstance(obj.get(key), kind):
             raise ScheduleFormatError(f"{where} has no {key!r} {kind.__name__.replace('dict', 'object')}")
@@ -154,6 +158,7 @@ def from_obj(obj: Any, where: str = "schedule") -> Schedule:
         meta=meta if isinstance(meta, dict) else {},
         collective=collective,
         root=root,
+        channels=channels,
     )
 
 

@@ -5,13 +5,14 @@ The program names the schedule's collective in `coll` and puts each chunk where
 ReduceScatter on the input `i`, AllGather on its output `o`), AllToAll out of place with the
 chunks a gpu relays in scratch and each gpu's block to itself one local copy (`cpy`, in a
 thread block of its own, as MSCCL's own AllToAll programs do). One thread block per (rank,
-peer, direction), on channel 0 unless a rank has more than MSCCL's 32 thread blocks per
-channel in one direction (then the next channel, the same at both ends). Where the ranks fall
-in boxes (GPUs joined by their box fabric), the connections between boxes are kept on channels
-of their own per rail, the sender's place in its box (channel 1 + rail, then 1 + rail + (1 +
-g)·k when a rail needs more), and those inside the boxes on channels 0, 1 + g, ...: a runtime
-spreads its channels over a GPU's NICs, and each rail's traffic then runs apart from the box
-fabric's. A transfer is a send
+peer, direction), and per channel where the schedule has several (`Schedule.channels`: step s
+on channel s mod `channels`), on channel 0 unless a rank has more than MSCCL's 32 thread blocks
+per channel in one direction (then the next channel, the same at both ends). Where the ranks
+fall in boxes (GPUs joined by their box fabric), the connections between boxes are kept on
+channels of their own per rail, the sender's place in its box (channel 1 + rail, then
+1 + rail + (1 + g)·k when a rail needs more), and those inside the boxes on channels 0, 1 + g,
+...: a runtime spreads its channels over a GPU's NICs, and each rail's traffic then runs apart
+from the box fabric's. A transfer is a send
 (`s`) at its source and a receive at its destination, `rrc` (receive, reduce, copy) for
 `reduce` and `r` for `copy`, each thread block in step order. Waits follow the step semantics
 (design §3.3): a send waits for the last write of its chunk; a receive waits for the last
@@ -72,47 +73,52 @@ def _rails(s: Schedule, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, i
     return np.where(box[src] == box[dst], 0, 1 + place[src]), 1 + len(found[0][0])
 
 
-def _channels(src: np.ndarray, dst: np.ndarray, rail: np.ndarray, classes: int) -> dict[tuple[int, int], int]:
-    """A channel per connection (a -> b) such that no rank sends, nor receives, on more than
-    MSCCL's 32 thread blocks per channel: the lowest channel with room at both ends among those
-    of its class c (c, c + classes, c + 2·classes, ...), so that each rail keeps channels of its
-    own (`_rails`); with more than MSCCL's 32 channels so, the classes are dropped."""
+def _channels(src: np.ndarray, dst: np.ndarray, kind: np.ndarray, kinds: int) -> np.ndarray:
+    """Every transfer's channel: per connection (a -> b, of kind k), such that no rank sends,
+    nor receives, on more than MSCCL's 32 thread blocks per channel, the lowest channel with
+    room at both ends among those of its kind (k, k + kinds, k + 2·kinds, ...), so that each
+    kind keeps channels of its own (`to_xml`); where that needs more than MSCCL's 32 channels,
+    the same with one kind."""
     used: dict[tuple[str, int, int], int] = defaultdict(int)  # (direction, rank, channel) -> blocks
-    out = {}
-    for a, b, c in sorted(set(zip(src.tolist(), dst.tolist(), rail.tolist(), strict=True))):
-        ch = c
+    triples, which = np.unique(np.stack([src, dst, kind], axis=1), axis=0, return_inverse=True)
+    out = np.empty(len(triples), dtype=np.int64)
+    for i, (a, b, k) in enumerate(triples.tolist()):
+        ch = k
         while used[("s", a, ch)] >= MAX_TBS_PER_CHANNEL or used[("r", b, ch)] >= MAX_TBS_PER_CHANNEL:
-            ch += classes
+            ch += kinds
         used[("s", a, ch)] += 1
         used[("r", b, ch)] += 1
-        out[(a, b)] = ch
-    if classes > 1 and max(out.values()) >= MAX_CHANNELS:
-        return _channels(src, dst, np.zeros_like(rail), 1)
-    return out
+        out[i] = ch
+    if kinds > 1 and out.max(initial=0) >= MAX_CHANNELS:
+        return _channels(src, dst, np.zeros_like(kind), 1)
+    return out[which.ravel()]
 
 
-def _thread_blocks(chan: dict[tuple[int, int], int], n: int) -> list[dict[tuple[int, int, int], int]]:
-    """Per rank: (send peer, recv peer, channel) -> thread block id, one block per peer and
-    direction, sorted by (send, recv, channel) so that blocks on the same link sit together."""
+def _thread_blocks(
+    src: np.ndarray, dst: np.ndarray, chan: np.ndarray, n: int
+) -> list[dict[tuple[int, int, int], int]]:
+    """Per rank: (send peer, recv peer, channel) -> thread block id, one block per peer,
+    direction and channel, sorted by (send, recv, channel) so that blocks on the same link sit
+    together."""
     keys: list[set[tuple[int, int, int]]] = [set() for _ in range(n)]
-    for (a, b), ch in chan.items():
+    for a, b, ch in set(zip(src.tolist(), dst.tolist(), chan.tolist(), strict=True)):
         keys[a].add((b, -1, ch))
         keys[b].add((-1, a, ch))
     return [{k: i for i, k in enumerate(sorted(ks))} for ks in keys]
 
 
-def _place_ops(s: Schedule, src: np.ndarray, dst: np.ndarray, tbs: list[dict], chan: dict) -> tuple:
+def _place_ops(s: Schedule, src: np.ndarray, dst: np.ndarray, tbs: list[dict], chan: np.ndarray) -> tuple:
     """The ops of every thread block in step order, and where each transfer's halves went."""
     ops: list[list[list[_Op]]] = [[[] for _ in t] for t in tbs]
     order = np.lexsort((np.arange(len(s)), s.step))
     send_at = np.zeros((len(s), 2), dtype=np.int64)  # (tb, index) at the source
     recv_at = np.zeros((len(s), 2), dtype=np.int64)
     for t in order.tolist():
-        a, b, c = int(src[t]), int(dst[t]), int(s.chunk[t])
-        tb = tbs[a][(b, -1, chan[(a, b)])]
+        a, b, c, ch = int(src[t]), int(dst[t]), int(s.chunk[t]), int(chan[t])
+        tb = tbs[a][(b, -1, ch)]
         send_at[t] = tb, len(ops[a][tb])
         ops[a][tb].append(_Op("s", c))
-        tb = tbs[b][(-1, a, chan[(a, b)])]
+        tb = tbs[b][(-1, a, ch)]
         recv_at[t] = tb, len(ops[b][tb])
         ops[b][tb].append(_Op("r" if s.op[t] == COPY else "rrc", c))
     return ops, order, send_at, recv_at
@@ -223,8 +229,10 @@ def to_xml(
     buffers = Buffers(s.collective, n, s.num_chunks)
     rank_of = s.rank_of_node
     src, dst = rank_of[s.src], rank_of[s.dst]
-    chan = _channels(src, dst, *_rails(s, src, dst))
-    tbs = _thread_blocks(chan, n)
+    rail, classes = _rails(s, src, dst)
+    # kinds of connection: the schedule's channel (step mod channels), then the rail
+    chan = _channels(src, dst, np.mod(s.step, s.channels) * classes + rail, classes * s.channels)
+    tbs = _thread_blocks(src, dst, chan, n)
     worst = max(range(n), key=lambda r: len(tbs[r]))
     if len(tbs[worst]) + all_to_all > MAX_TBS:
         raise MscclFormatError(
@@ -237,7 +245,7 @@ def to_xml(
         _prune_waits(tb_ops)
     # position of every op once the nops that carry extra waits are in
     where = [[np.cumsum([len(op.deps[:-1]) + 1 for op in seq]) - 1 for seq in tb_ops] for tb_ops in ops]
-    nchannels = max(chan.values(), default=0) + 1
+    nchannels = int(chan.max(initial=0)) + 1
     lines = [
         f'<algo name={quoteattr(name or s.algorithm)} proto={quoteattr(proto)} nchannels="{nchannels}" '
         f'nchunksperloop="{buffers.per_loop}" ngpus="{n}" coll="{COLLS[s.collective]}" '

@@ -93,8 +93,9 @@ def _waits(
 
 def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) -> Dependencies:
     """The dependency groups of a schedule; `synchronous` adds a barrier between steps, `fifo`
-    makes each (source, destination) connection carry its steps in order, like a runtime's
-    channel: a transfer also waits for the connection's transfers of its previous step."""
+    makes each connection (source, destination and channel: `Schedule.connections`) carry its
+    steps in order, like a runtime's channel: a transfer also waits for the connection's
+    transfers of its previous step."""
     s = schedule
     t_count = len(s)
     num_nodes = s.topology.compiled.num_nodes
@@ -123,9 +124,11 @@ def derive(schedule: Schedule, synchronous: bool = False, fifo: bool = False) ->
     conn = c_of = c_first = np.zeros(0, dtype=np.int64)
     if fifo and t_count:
         src_node, dst_node = s.src.astype(np.int64), s.dst.astype(np.int64)
-        conn = src_node * num_nodes + dst_node
-        order = stable_order([by_step, (dst_node, num_nodes), (src_node, num_nodes)], t_count)
-        c_of, c_first = group_by(conn, step, order)
+        conn = s.connections()[0]
+        keys = [by_step, (dst_node, num_nodes), (src_node, num_nodes)]  # sorted by (connection, step)
+        if s.channels > 1:
+            keys.insert(1, (np.mod(s.step, s.channels), s.channels))
+        c_of, c_first = group_by(conn, step, stable_order(keys, t_count))
         member.append(n_groups + c_of)
         n_groups += len(c_first)
     barrier_base = -1

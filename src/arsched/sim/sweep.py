@@ -113,10 +113,13 @@ def sweep_times(
     order = np.arange(n, dtype=np.int64)
     if n and (step[1:] < step[:-1]).any():
         order = stable_order([(step, n_steps)], n)
-    rank_of, chunks, nodes = s.rank_of_node, s.num_chunks, s.topology.compiled.num_nodes
+    rank_of, chunks = s.rank_of_node, s.num_chunks
     bufs = [_key(rank_of[s.src], chunks, s.chunk), _key(rank_of[s.dst], chunks, s.chunk)]
     (src_buf, dst_buf), n_buf = _table(bufs, s.num_ranks * chunks)
-    (conn,), n_conn = _table([_key(s.src, nodes, s.dst)], nodes * nodes) if fifo else ((step,), 1)
+    (conn,), n_conn = (step,), 1
+    if fifo:
+        key, size = s.connections()
+        (conn,), n_conn = _table([key], size)
     return _sweep(
         order, step, src_buf, dst_buf, conn, n_buf, n_conn, cp.path_id, cp.path_bottleneck,
         cp.path_latency, float(s.chunk_bytes), float(alpha), fifo, synchronous,
