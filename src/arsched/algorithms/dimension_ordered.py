@@ -27,7 +27,13 @@ import numpy as np
 from scipy.optimize import linprog
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
-from arsched.algorithms.fastest import fastest
+from arsched.algorithms.fastest import (
+    SIMULATE_INSTANTS,
+    SIMULATE_TRANSFERS,
+    check_channels,
+    fastest,
+    fastest_channels,
+)
 from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
@@ -36,8 +42,6 @@ from arsched.errors import ArschedError
 from arsched.topology.core import Topology, is_int
 
 PIECES = (1, 2, 3, 4, 6, 8, 12, 16)  # torus-native's default pieces (uneven dimensions)
-SIMULATE_TRANSFERS = 12_000_000  # ... among the first whose transfers add up to this many
-SIMULATE_INSTANTS = 2_000  # ... each simulation cut after this many event instants
 
 
 def _digits(values: np.ndarray, radices: Sequence[int]) -> np.ndarray:
@@ -198,6 +202,7 @@ def torus_native(
     chunks: int | None = None,
     pieces: int | None = None,
     alpha: float | None = None,
+    channels: int | None = None,
 ) -> Schedule:
     """The torus's dimension-ordered AllReduce: rings along one dimension at a time, used both
     ways, one copy starting at each dimension with the share of the data (`shares`) that loads
@@ -212,10 +217,12 @@ def torus_native(
     flow model's), as many as fit in `SIMULATE_TRANSFERS`, each piece costing every connection a
     step (α); the time need not fall or rise steadily with the pieces (12×6 at 16 MB: two pieces
     slower than one, four faster), so all are timed. On a torus whose dimensions are alike every
-    copy's phases take equal times, and one piece it is."""
+    copy's phases take equal times, and one piece it is. The schedule goes over `channels`
+    connections per rank pair (None: one or two, whichever is faster, `fastest_channels`)."""
     rs = check_ranks(topology, ranks, "torus-native")
     nbytes = check_nbytes(nbytes, "torus-native")
     radices = _grid(topology, rs, "torus")
+    channels = check_channels(channels, "torus-native")
     a = default_alpha("flow") if alpha is None else float(alpha)
     if not (a >= 0 and math.isfinite(a)):
         raise ArschedError(f"torus-native: alpha must be a non-negative number of seconds, got {alpha!r}")
@@ -247,7 +254,7 @@ def torus_native(
         return b.build()
 
     first = make(counts[0])
-    return fastest(
+    best = fastest(
         first,
         [functools.partial(make, c) for c in counts[1:]],
         [len(first) * c / counts[0] for c in counts[1:]],
@@ -255,6 +262,7 @@ def torus_native(
         SIMULATE_TRANSFERS,
         SIMULATE_INSTANTS,
     )
+    return fastest_channels(best, a, channels)
 
 
 def _copy_loads(

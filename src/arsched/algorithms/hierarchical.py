@@ -76,26 +76,29 @@ import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks, chunk_multiple
 from arsched.algorithms.dimension_ordered import phase
-from arsched.algorithms.fastest import fastest
+from arsched.algorithms.fastest import (
+    CHANNELS,
+    SIMULATE_INSTANTS,
+    SIMULATE_TRANSFERS,
+    check_channels,
+    fastest,
+)
 from arsched.algorithms.groups import align
 from arsched.algorithms.packing.pipeline import MAX_STAGES
 from arsched.algorithms.registry import NotApplicable, register
 from arsched.algorithms.routes import STRIPES, route, striped_usage
 from arsched.bounds import allreduce_bound
-from arsched.collective.schedule import MAX_CHANNELS, Schedule, ScheduleBuilder
+from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
 from arsched.limits import max_memory, schedule_memory
 from arsched.topology.boxes import candidate_groups, usable
-from arsched.topology.core import Topology, is_int
+from arsched.topology.core import Topology
 
 NAME = "hierarchical"
 GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where below it
 SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough ...
 FEWER = 2  # ... and its best equal pieces, with a half and a quarter as many
-CHANNELS = 2  # connections per rank pair tried besides one (`Schedule.channels`)
-SIMULATE_TRANSFERS = 12_000_000  # the most transfers the timed candidates hold in all
-SIMULATE_INSTANTS = 2_000  # a candidate's simulation stops after this many event instants
 REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
 TRANSFERS = 524_288  # pieces are not cut finer than this many transfers allow (a runtime's limit) ...
 TRANSFERS_PER_RANK = 8_192  # ... or this many per rank where that is more (hundreds of ranks)
@@ -417,8 +420,7 @@ def hierarchical(
         raise ArschedError(f"{NAME}: alpha must be a non-negative number of seconds, got {alpha!r}")
     if not (isinstance(stripes, (int, np.integer)) and not isinstance(stripes, bool) and 1 <= stripes <= 64):
         raise ArschedError(f"{NAME}: stripes must be an integer from 1 to 64, got {stripes!r}")
-    if channels is not None and not (is_int(channels) and 1 <= channels <= MAX_CHANNELS):
-        raise ArschedError(f"{NAME}: channels must be an integer from 1 to {MAX_CHANNELS}, got {channels!r}")
+    channels = check_channels(channels, NAME)
     groupings = usable_groupings(topology, rs, groups)
     big = len(groupings[0])
     if "rhd" in rails and rail == "rhd" and any(len(o) & (len(o) - 1) for o in groupings):
@@ -444,7 +446,7 @@ def hierarchical(
     if options[0][0] > REFINE * allreduce_bound(topology, rs, nbytes):
         return _schedule(topology, rs, nbytes, plan, options[0][1], channels or 1)
     candidates = []
-    for c in (1, CHANNELS) if channels is None else (int(channels),):
+    for c in (1, CHANNELS) if channels is None else (channels,):
         # with c channels a connection's α overlaps the other channels' bytes: priced as α / c
         priced = options if c == 1 else estimate(topology, rs, plan, nbytes, a / c)
         candidates += [(w, c) for w in _timed(priced)]
