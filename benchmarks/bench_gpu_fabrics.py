@@ -6,8 +6,9 @@ oversubscribed spines, MI250 boxes on their xGMI mesh): the gap to the bound (ti
 the default flow model (in-order connections, α = 5 µs) and the synthesis time, measured side
 by side in one run. "hierarchical, equal pieces" is the same plan (groups, modes) cut into the
 estimate's best number of equal pieces, which is what `hierarchical` built before pieces could
-differ in size; "one route per pair" is `hierarchical(stripes=1)`, each connection on a single
-route (one queue pair), where striping changes the schedule.
+differ in size, on one channel per rank pair; "one route per pair" is `hierarchical(stripes=1)`,
+each connection on a single route (one queue pair), where striping changes the schedule. The
+pieces column says where `hierarchical` chose two channels per rank pair (`Schedule.channels`).
 Tree packing is left out above `PACKING_RANKS` ranks (minutes of synthesis and simulation).
 
 Run: python benchmarks/bench_gpu_fabrics.py [--quick]
@@ -83,6 +84,7 @@ def main() -> None:
             ring, _, _ = _timed(build, "ring", topo, None, nbytes)
             p = chosen.meta["params"]
             pieces = "+".join(map(str, p["pieces"]))
+            pieces += f", {chosen.channels} channels" if chosen.channels > 1 else ""
             mode = f"{p['intra']}/{p['rail']}"
             cells = [f"{gap:.3f}", f"{took:.2f}", mode, pieces, f"{equal:.3f}", single_cell]
             cells += [*packing_cells, f"{ring:.3f}"]
