@@ -78,7 +78,7 @@ def tree_packing(
     16 MB two channels take 2.26× the bound where one takes 3.04×, on DCell(4,1) 1.22× against
     1.15×)."""
     channels = check_channels(channels, "tree-packing")
-    schedule = _tree_packing(topology, ranks, nbytes, units, stages, alpha, iterations, seed, levels)
+    schedule = _tree_packing(topology, ranks, nbytes, alpha, seed, units, stages, iterations, levels)
     return fastest_channels(schedule, alpha, channels, max_instants=CHANNEL_INSTANTS)
 
 
@@ -86,11 +86,11 @@ def _tree_packing(
     topology: Topology,
     ranks: Sequence[str] | None,
     nbytes: float,
+    alpha: float,
+    seed: int,
     units: int | None,
     stages: int | None,
-    alpha: float,
     iterations: int,
-    seed: int,
     levels: bool | None,
 ) -> Schedule:
     """`tree_packing` on one channel."""
