@@ -97,9 +97,9 @@ from arsched.topology.core import Topology
 
 NAME = "hierarchical"
 GROWTHS = (1.5, 2.0)  # ramp growths tried besides the phases' own ratio, where below it
-SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation, when small enough ...
-FEWER = 2  # ... and its best equal pieces, with a half and a quarter as many
-REFINE = 1.5  # ... and so are plans whose estimate is this far above the bound (not competitive)
+SIMULATED = 4  # the estimate's cheapest piece sizes timed by simulation ...
+FEWER = 2  # ... besides its best equal pieces and equal ones 1/2, ..., 1/2**FEWER as many
+REFINE = 1.5  # plans whose estimate is this far above the bound are not timed (not competitive)
 TRANSFERS = 524_288  # pieces are not cut finer than this many transfers allow (a runtime's limit) ...
 TRANSFERS_PER_RANK = 8_192  # ... or this many per rank where that is more (hundreds of ranks)
 INTRA = ("direct", "ring")
