@@ -29,14 +29,13 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from arsched.collective.schedule import COPY, Schedule
+from arsched.collective.schedule import COPY, MAX_CHANNELS, Schedule
 from arsched.collective.validate import validate
 from arsched.errors import ArschedError
 from arsched.fileio import write_atomic
 from arsched.runtime.msccl_format import (
     COLLS,
     MAX_BYTES,
-    MAX_CHANNELS,
     MAX_COUNT,
     MAX_STEPS_PER_TB,
     MAX_TBS,

@@ -22,7 +22,6 @@ PROTOCOLS = ("Simple", "LL", "LL128")
 MAX_STEPS_PER_TB = 256  # MSCCL_MAX_NUM_STEPS: the interpreter's limit per thread block
 MAX_TBS = 216  # MSCCL_MAX_NUM_THREAD_BLOCKS per gpu (two per A100 SM)
 MAX_TBS_PER_CHANNEL = 32  # MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL, for sends and for receives
-MAX_CHANNELS = 32  # MAXCHANNELS: NCCL's (and MSCCL's) channels per communicator
 MAX_BYTES = 2**63 - 1  # "every size": the largest int64 the runtime reads for maxBytes
 MAX_COUNT = 71  # chunks one step may move: the runtime needs cnt < MSCCL_MAX_COUNT (72)
 
