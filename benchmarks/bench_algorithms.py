@@ -71,7 +71,9 @@ def main(quick: bool = False, only: list[str] | None = None) -> None:
         "once (`--no-fifo`), the 256 MB time and bound in ms, and the synthesis time (the larger of "
         "the two sizes; includes the ps root search, the multi-ring candidate simulations, tree "
         "packing's LP and its level placement, and for auto every candidate it built). "
-        "Topology-native schemes appear only on their family. Produced by "
+        "Topology-native schemes appear only on their family. `hierarchical`, `torus-native` and "
+        "`tree-packing` choose one or two channels per rank pair by simulation (`Schedule.channels`); "
+        "the others use one. Produced by "
         "`benchmarks/bench_algorithms.py`.",
         markdown(
             [

@@ -97,10 +97,13 @@ def main() -> None:
         "Gap to the bound (time / bound) in the default flow model (in-order connections, "
         f"α = {ALPHA * 1e6:g} µs) of `hierarchical` (pieces of the sizes it chose, in units of one "
         "chunk per rank, or of as many as a rank pair has routes to stripe over), the same plan in "
-        "equal pieces (its choice before pieces could differ), "
+        "equal pieces (its choice before pieces could differ) on one channel per rank pair, "
         "the same with one route per rank pair (`stripes=1`; 'same' where striping changes "
         "nothing: single-port NICs below non-blocking spines), "
-        f"tree packing (up to {PACKING_RANKS} ranks) and a ring; synthesis times on this machine, "
+        f"tree packing (up to {PACKING_RANKS} ranks) and a ring; `hierarchical` (here and with one "
+        "route per pair) and tree packing choose one or two channels per rank pair by simulation "
+        "(the pieces column says where `hierarchical` took two), the ring uses one; synthesis times "
+        "on this machine, "
         "side by side in one run. Every schedule validated.",
         markdown(header, rows),
     )
