@@ -241,8 +241,10 @@ def torus_native(
         if not counts:
             raise ArschedError(f"torus-native: {chunks} chunks do not split into {pieces} pieces of 2N")
 
+    split = shares(loads) if units is None else None  # the same for every count of pieces
+
     def make(count: int) -> Schedule:
-        share = shares(loads, None if units is None else units // count)
+        share = split if split is not None else shares(loads, units // count)
         total = chunk_multiple(2 * n * int(share.sum()) * count, 2 * n, "torus-native", ranks=n)
         params = {"chunks": total, "pieces": count}
         b = ScheduleBuilder(topology, rs, nbytes, total, "torus-native", {"params": params})
