@@ -1,6 +1,7 @@
 """Does the learned scheduler's warm start reproduce its teacher? On bench_rl's nine instances:
 greedy-trees' schedule, its decisions replayed in the learning environment, the best fixed plan
-(the teacher: the fastest chunk count, tree shape and round rule), and the policy after the warm
+(the teacher: the fastest chunk option — count and pipeline stages —, tree shape and round
+rule), and the policy after the warm
 start alone (imitation, no policy-gradient step), each timed in the flow model (in-order
 connections, α = 5 µs) at 256 MB.
 
@@ -53,7 +54,8 @@ def measure(spec: str, out: str) -> list[str]:
     took = time.perf_counter() - start
     gaps = (simulate_flow(greedy).gap, replay.gap, teacher.gap)
     p = teacher.plan
-    chosen = f"{inst.chunk_options[p.chunks]}, {SHAPES[p.shape]}, {p.rule}"
+    chunks, stages = inst.chunk_options[p.chunks]
+    chosen = f"{chunks}{f' in {stages} stages' if stages > 1 else ''}, {SHAPES[p.shape]}, {p.rule}"
     row = [topo.name, str(len(topo.servers)), *(f"{g:.3f}" for g in gaps), chosen]
     return [*row, f"{meta['gaps'][0]:.3f}", f"{took:.0f}"]
 
@@ -72,7 +74,8 @@ def main() -> None:
         "Gap = time / lower bound in the flow model (in-order connections, α = 5 µs) at 256 MB. "
         "`greedy replayed` runs greedy-trees' decisions (chunk count, tree shape, the greedy rule's "
         "rounds) in the learning environment; it must equal greedy-trees. `teacher` is the best "
-        "fixed plan (`plan`: chunks, tree shape, round rule), the warm start's teacher. `warm policy` "
+        "fixed plan (`plan`: chunks and their pipeline stages, tree shape, round rule), the warm "
+        "start's teacher. `warm policy` "
         "is the deterministic policy after the warm start alone (`arsched train --iterations 0`: "
         "imitation of the teacher). Every schedule validated. Produced by "
         "`benchmarks/bench_rl_warm.py`.",

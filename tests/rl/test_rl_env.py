@@ -7,13 +7,13 @@ import pytest
 
 from arsched.collective import validate
 from arsched.rl.env import ScheduleEnv
-from arsched.rl.episode import GREEDY, LEAD
+from arsched.rl.episode import ENTERED, GREEDY, LEAD
 from arsched.rl.instance import Instance
 from arsched.rl.rollout import Timer, best_plan
 from arsched.sim import DEFAULT_ALPHA
 from arsched.topology import parse_spec
 
-RULE_FEATURE = {"greedy": GREEDY, "lead": LEAD}
+RULE_FEATURE = {"greedy": GREEDY, "lead": LEAD, "asap": ENTERED}
 
 
 def _play(env: ScheduleEnv, agent) -> tuple[list[dict], float, dict]:
@@ -48,8 +48,8 @@ def test_random_agents_end_in_a_valid_schedule_and_observations_fit_the_space(sp
 
 @pytest.mark.parametrize("spec", ["bcube:n=3,k=1", "dcell:n=3,k=1"])
 def test_the_best_plans_scores_give_its_schedule(spec):
-    """Scoring the best plan's chunk count and shape highest and every flow by its rule's
-    feature (`GREEDY`, `LEAD`, or all positive for asap) is the training environment's teacher:
+    """Scoring the best plan's chunk option and shape highest and every flow by its rule's
+    feature (`GREEDY`, `LEAD`, or `ENTERED` for asap) is the training environment's teacher:
     the same schedule, transfer for transfer, and the same time."""
     topo = parse_spec(spec)
     env = ScheduleEnv(topo, 16e6)
@@ -59,7 +59,7 @@ def test_the_best_plans_scores_give_its_schedule(spec):
     def agent(obs, env):
         if obs["level"] == 2:
             flows = obs["flows"]
-            return np.ones(len(flows)) if plan.rule == "asap" else 2 * flows[:, RULE_FEATURE[plan.rule]] - 1
+            return 2 * flows[:, RULE_FEATURE[plan.rule]] - 1
         pick = plan.chunks if obs["level"] == 0 else plan.shape
         return np.eye(env.action_space.shape[0], dtype=np.float32)[pick]
 

@@ -15,7 +15,7 @@ from arsched.algorithms import build
 from arsched.algorithms.flowtrees import SHAPES
 from arsched.algorithms.greedy_trees import critical_path
 from arsched.collective import numeric_check, validate
-from arsched.rl.episode import FLOW_FEATURES, LINK_FEATURES, RULES, Episode, RoundGraph
+from arsched.rl.episode import ENTERED, FLOW_FEATURES, LINK_FEATURES, RULES, Episode, RoundGraph
 from arsched.rl.forward import choice_probs, release
 from arsched.rl.instance import Instance
 from arsched.rl.nets import FlowScorer, Policy, choice_log_probs, release_log_prob
@@ -61,7 +61,7 @@ def test_every_episode_ends_in_a_valid_schedule(spec, driver, policy):
     assert traj.gap >= 1 - 1e-9 and timer.calls == 1
     kinds = [k for k, _, _ in traj.choices]
     assert kinds == ["chunks"] + ["tree"] * (len(kinds) - 1)
-    assert len(kinds) - 1 == inst.chunk_options[traj.choices[0][2]]
+    assert len(kinds) - 1 == inst.chunk_options[traj.choices[0][2]][0]
 
 
 def _rows(s):
@@ -80,17 +80,18 @@ def test_the_greedy_rule_on_greedys_plan_is_greedy_trees(spec):
 
 @pytest.mark.parametrize("spec", ["dcell:n=2,k=1", "bcube:n=3,k=1", "ring:n=6,reverse=100Gbps"])
 def test_the_best_plan_is_the_fastest_fixed_plan(spec):
-    """No plan of any chunk count, shape and rule is faster than `best_plan`'s (brute force), so
-    it is never slower than greedy-trees; it is computed once per instance."""
+    """No plan of any chunk option, shape and rule it weighs (pipelined options with `asap`) is
+    faster than `best_plan`'s (brute force), so it is never slower than greedy-trees; it is
+    computed once per instance."""
     inst = Instance(parse_spec(spec), nbytes=16e6)
     timer = Timer(DEFAULT_ALPHA)
     best = best_plan(inst, timer)
     calls = timer.calls
     assert best_plan(inst, timer) is best and timer.calls == calls
     assert validate(best.schedule).ok
-    for k in range(len(inst.chunk_options)):
+    for k, (_, stages) in enumerate(inst.chunk_options):
         for s in range(len(SHAPES)):
-            for rule in RULES:
+            for rule in RULES if stages == 1 else ("asap",):
                 assert run(inst, None, timer, "plan", plan=Plan(k, s, rule)).time_s >= best.time_s
     greedy = run(inst, None, timer, "plan", plan=greedy_plan(inst))
     assert greedy.time_s >= best.time_s
@@ -120,6 +121,40 @@ def test_the_rules_release_what_they_say():
         ep.play(g, lead)  # exactly the released flows run; the others stay available
         assert set(np.flatnonzero(e.done & ~before).tolist()) == set(g.flows[lead].tolist())
         assert e.available[g.flows[~lead]].all()
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_pipelined_options_send_chunks_in_stage_by_stage(rule):
+    """With S stages, chunk c of C enters in stage c·S // C: every rule releases only entered
+    flows, the clock moves on by one stage per round and skips a stage with nothing available,
+    so the first round holds only the first stage's chunks and every chunk starts no earlier
+    than its stage; the schedule is valid."""
+    inst = Instance(parse_spec("dcell:n=2,k=1"), nbytes=16e6)
+    k = next(i for i, (_, stages) in enumerate(inst.chunk_options) if stages > 1)
+    chunks, stages = inst.chunk_options[k]
+    ep = Episode(inst, DEFAULT_ALPHA)
+    ep.choose_chunks(k)
+    assert (ep.chunks, ep.stages) == (chunks, stages)
+    while not ep.upper_done:
+        ep.choose_tree(0)
+    e = ep.engine
+    entry = np.arange(chunks) * stages // chunks
+    clock, first = 0, np.full(chunks, -1)
+    while not ep.finished:
+        g = ep.round_graph()
+        stage = max(clock, int(entry[e.flow_chunk[g.flows]].min()))
+        entered = entry[e.flow_chunk[g.flows]] <= stage
+        assert np.array_equal(g.x_flow[:, ENTERED] > 0.5, entered)
+        go = ep.rule_release(g, rule)
+        assert go.any() and not (go & ~entered).any()
+        started = e.flow_chunk[g.flows[go]]
+        first[started[first[started] < 0]] = ep.rounds
+        ep.play(g, go)
+        clock = stage + 1
+    assert (first[entry == 0] == 0).any() and (first >= entry).all()
+    assert first[entry > 0].min() > 0
+    s = ep.schedule()
+    assert validate(s).ok and numeric_check(s).ok
 
 
 def _tiny_graph(rng: np.random.Generator, flows: int, links: int) -> RoundGraph:

@@ -72,12 +72,12 @@ def train(
 ) -> None:
     """Train the two-level policy of `--algorithm hrl` on the flow model's time.
 
-    The upper network chooses the chunk count and each chunk's flow tree among
+    The upper network chooses the chunk count, pipeline stages and each chunk's flow tree among
     greedy-trees' shapes; the lower network (message passing over the round's
     flows and links) decides which of each round's available flows go now.
     The reward is the schedule's time in the flow model over the lower bound,
     at --size. Both networks first imitate the best fixed plan (the fastest
-    chunk count, tree shape and round rule; --no-warm-start: random weights).
+    chunk option, tree shape and round rule; --no-warm-start: random weights).
     Then each iteration samples --group episodes per network (one level
     sampled, the other at its best, alternating) and takes PPO's clipped step,
     each episode's advantage relative to its group; a better episode than any

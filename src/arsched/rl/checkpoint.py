@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from arsched.rl.nets import Policy
 
 FORMAT = "arsched.hrl/4"
-FEATURE_VERSION = 5  # bump whenever a feature of arsched.rl.episode changes
+FEATURE_VERSION = 6  # bump whenever a feature of arsched.rl.episode changes
 LEVELS = ("upper", "lower")
 META = "meta.json"
 DEFAULT = Path(__file__).resolve().parent / "checkpoints" / "default"

@@ -7,7 +7,8 @@ answers with **one score per item**; `action_space` is the box of that many scor
 decision at hand (it changes from step to step, so `env.action_space.sample()` is always a
 valid random action, drawn from `reset`'s seed):
 
-- `level` 0, the chunk count: `options` holds one row per count (`Episode.option_features`);
+- `level` 0, the chunk option: `options` holds one row per chunk count and number of pipeline
+  stages (`Episode.option_features`);
   the highest score is taken;
 - `level` 1, the tree of the next chunk: `trees` holds one row per shape (`tree_features`);
   the highest score is taken;

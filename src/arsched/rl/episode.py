@@ -1,22 +1,26 @@
 """One episode of the learned scheduler: the decisions of both levels and what they observe.
 
 The **upper level** makes the decisions greedy-trees fixes before it schedules anything: first
-the chunk count (one of the instance's options), then, chunk by chunk, which tree of the
-instance's library carries that chunk. Each decision is a choice among a few options described
-by a row of features each (`option_features`, `tree_features`), so one network scores any
-number of them. The **lower level** then builds the schedule one *round* per step: every
-available flow is a node of a bipartite flow–link graph (`RoundGraph`), a network scores every
-node, and each flow is released now or kept for a later round (`play`). Flows of a round may
-share links: in the flow model (in-order connections) a round only orders each connection's
-transfers, and the paper's conflict-free rounds were what capped its pipeline there
-(`benchmarks/bench_rl_warm.py`: from the same chunk counts and tree shapes, rounds released
-by another rule are up to 15 % faster). Three fixed rules (`RULES`) are expressible as
-features, and each is the best on some network: greedy-trees' conflict-free round
-(`GREEDY`), every available flow (`asap`), and the flow that leads its connection (`LEAD`: one
-per connection, the longest critical path first); the policy may follow any or none. Every
-feature is a ratio or a flag (no ids, no counts that grow with the network), so one policy
-runs on networks it never saw. Whatever the decisions, the episode ends in a schedule the
-validator accepts: every round is checked by the engine.
+the chunk option (a chunk count and a number of pipeline stages, one of the instance's
+options), then, chunk by chunk, which tree of the instance's library carries that chunk. Each
+decision is a choice among a few options described by a row of features each
+(`option_features`, `tree_features`), so one network scores any number of them. The **lower
+level** then builds the schedule one *round* per step: every available flow is a node of a
+bipartite flow–link graph (`RoundGraph`), a network scores every node, and each flow is
+released now or kept for a later round (`play`). Flows of a round may share links: in the
+flow model (in-order connections) a round only orders each connection's transfers, and the
+paper's conflict-free rounds were what capped its pipeline there (`benchmarks/bench_rl_warm.py`:
+from the same chunk counts and tree shapes, rounds released by another rule are up to 15 %
+faster). Three fixed rules (`RULES`) are expressible as features, and each is the best on some
+network: greedy-trees' conflict-free round (`GREEDY`), every available flow (`asap`), and the
+flow that leads its connection (`LEAD`: one per connection, the longest critical path first);
+the policy may follow any or none. With S stages, chunk c of C *enters* in stage c·S // C: the
+stage clock advances by one per round and jumps to the next stage with an available flow when
+the clock's stage has none; the rules take only entered flows (in one stage all have entered),
+so a pipelined option sends its chunks into the trees stage by stage, as tree packing's
+pipeline does (`ENTERED`). Every feature is a ratio or a flag (no ids, no counts that grow
+with the network), so one policy runs on networks it never saw. Whatever the decisions, the
+episode ends in a schedule the validator accepts: every round is checked by the engine.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from arsched.algorithms.greedy_trees import critical_path, fill_round, round_ord
 from arsched.collective.schedule import Schedule
 from arsched.rl.instance import Instance
 
-OPTION_FEATURES = 4
+OPTION_FEATURES = 6
 TREE_FEATURES = 7 + len(SHAPES)
-FLOW_FEATURES = 11
+FLOW_FEATURES = 12
 GREEDY = 9  # the flow feature that says it is in greedy-trees' round
 LEAD = 10  # ... that says it leads its connection
+ENTERED = 11  # ... that says its chunk has entered (its stage has begun)
 LINK_FEATURES = 3
 RULES = ("greedy", "asap", "lead")  # the fixed rounds the features express (`rule_release`)
 
@@ -65,6 +70,7 @@ class Episode:
         self.instance = instance
         self.alpha = alpha
         self.chunks: int | None = None
+        self.stages = 1
         self.shapes: list[int] = []
         self.engine: FlowTreeEngine | None = None
 
@@ -74,21 +80,20 @@ class Episode:
         return self.engine is not None
 
     def option_features(self) -> np.ndarray:
-        """One row per chunk count: chunks per rank / 8, one chunk's bytes over what a link of
-        the fastest kind moves in α (log2 / 32), one chunk's bytes over the message's, and 1
-        for the count greedy-trees would try first."""
+        """One row per chunk option: chunks per rank / 8, one chunk's bytes over what a link of
+        the fastest kind moves in α (log2 / 32), one chunk's bytes over the message's, 1 for
+        the first option, one over the stages, and a stage's chunks per rank / 8."""
         inst = self.instance
         n, top = inst.num_ranks, float(inst.capacity.max())
         rows = []
-        for i, c in enumerate(inst.chunk_options):
+        for i, (c, stages) in enumerate(inst.chunk_options):
             size = inst.nbytes / c
-            rows.append(
-                [c / n / 8, np.log2(max(size / (top * max(self.alpha, 1e-9)), 1e-9)) / 32, 1 / c, i == 0]
-            )
+            speed = np.log2(max(size / (top * max(self.alpha, 1e-9)), 1e-9)) / 32
+            rows.append([c / n / 8, speed, 1 / c, i == 0, 1 / stages, c / stages / n / 8])
         return np.asarray(rows, dtype=np.float32)
 
     def choose_chunks(self, option: int) -> None:
-        self.chunks = self.instance.chunk_options[option]
+        self.chunks, self.stages = self.instance.chunk_options[option]
         self._lib = self.instance.library(self.chunks)
         self._load = np.zeros(len(self.instance.capacity))  # seconds of one chunk per link
 
@@ -102,7 +107,8 @@ class Episode:
         slow = self.instance.capacity.max() / self.instance.capacity
         peak = load.max()
         raw = []
-        for s in range(len(SHAPES)):
+        shapes = len(SHAPES)
+        for s in range(shapes):
             links, counts = lib.usage[s][c]
             add = counts * slow[links]
             after = load[links] + add
@@ -117,11 +123,11 @@ class Episode:
             )
         raw = np.asarray(raw)
         rel = np.stack([_relative(raw[:, j]) for j in range(raw.shape[1])], axis=1)
-        prev = np.zeros(len(SHAPES))
+        prev = np.zeros(shapes)
         if self.shapes:
             prev[self.shapes[-1]] = 1.0
-        progress = np.full(len(SHAPES), c / lib.chunks)
-        return np.column_stack([rel, progress, prev, np.eye(len(SHAPES))]).astype(np.float32)
+        progress = np.full(shapes, c / lib.chunks)
+        return np.column_stack([rel, progress, prev, np.eye(shapes)]).astype(np.float32)
 
     def choose_tree(self, shape: int) -> None:
         c = len(self.shapes)
@@ -141,6 +147,8 @@ class Episode:
         self._path_speed = 1.0 / np.where(e.link_matrix < num_links, self._slow[e.link_matrix], 0.0).max(1)
         self._tree_flows = np.bincount(e.flow_tree, minlength=len(e.trees)).astype(np.float64)
         self._since = np.where(e.available, 0, -1)
+        self._entry = (np.arange(self.chunks) * self.stages // self.chunks)[e.flow_chunk]
+        self._clock = 0  # the stage whose chunks have entered last
 
     # ---- lower level -------------------------------------------------------------------
     @property
@@ -157,11 +165,11 @@ class Episode:
         tree's progress, rounds waited, path speed, how many available flows compete for its
         busiest link, its place in greedy-trees' order (1 first, 0 last), whether greedy-trees'
         round takes it, and whether it leads its connection (the longest critical path of the
-        connection's available flows, then the lowest chunk). The last three are the fixed
-        rules' advice, which the policy may follow or not (without the place, greedy's ties,
-        broken by chunk and source, could not be learned from id-free features and the warm
-        start fell short of its teacher); link features: remaining load, available flows,
-        speed."""
+        connection's available flows, then the lowest chunk), both among the entered flows, and
+        whether its chunk has entered. The last four are the fixed rules' advice, which the
+        policy may follow or not (without the place, greedy's ties, broken by chunk and source,
+        could not be learned from id-free features and the warm start fell short of its
+        teacher); link features: remaining load, available flows, speed."""
         e = self.engine
         num_links = len(self.instance.capacity)
         flows = np.flatnonzero(e.available)
@@ -174,8 +182,11 @@ class Episode:
         tree_done = np.bincount(e.flow_tree[e.done], minlength=len(e.trees)) / self._tree_flows
         age = self.rounds - self._since[flows]
         place = round_order(e, self._prio)[flows]
-        greedy = np.isin(flows, fill_round(e, flows[np.argsort(place, kind="stable")]))
+        entered = self._entry[flows] <= self._stage(flows)
+        by_place = np.argsort(place, kind="stable")
+        greedy = np.isin(flows, fill_round(e, flows[by_place[entered[by_place]]]))
         by_lead = np.lexsort((e.flow_chunk[flows], -self._prio[flows]))
+        by_lead = by_lead[entered[by_lead]]
         lead = np.zeros(len(flows), dtype=bool)
         conn = e.flow_src[flows] * len(self.instance.ranks) + e.flow_dst[flows]
         lead[by_lead[np.unique(conn[by_lead], return_index=True)[1]]] = True
@@ -192,6 +203,7 @@ class Episode:
                 1.0 - place / max(len(flows) - 1, 1),
                 greedy,
                 lead,
+                entered,
             ]
         ).astype(np.float32)
         rows, cols = np.nonzero(mine < num_links)
@@ -201,20 +213,24 @@ class Episode:
         ).astype(np.float32)
         return RoundGraph(flows, x_flow, x_link, rows.astype(np.int64), edge_link.ravel().astype(np.int64))
 
+    def _stage(self, flows: np.ndarray) -> int:
+        """The stage whose chunks have entered by this round: the clock, or the next stage with
+        an available flow if none of the clock's has one."""
+        return max(self._clock, int(self._entry[flows].min()))
+
     def play(self, graph: RoundGraph, release: np.ndarray) -> None:
         """Run the graph's flows where `release` (a bool per flow, at least one) is true as this
-        round; the others stay available for a later round."""
+        round; the others stay available for a later round. The stage clock moves on by one."""
+        self._clock = self._stage(graph.flows) + 1
         self.engine.execute(graph.flows[np.asarray(release, dtype=bool)], exclusive=False)
         self._since[(self._since < 0) & self.engine.available] = self.rounds
 
     @staticmethod
     def rule_release(graph: RoundGraph, rule: str) -> np.ndarray:
-        """The flows one of the fixed `RULES` releases: greedy-trees' conflict-free round, every
-        available flow (`asap`), or the flow leading each connection (`lead`); read from the
-        features, so a policy can express each."""
-        if rule == "asap":
-            return np.ones(len(graph.flows), dtype=bool)
-        return graph.x_flow[:, GREEDY if rule == "greedy" else LEAD] > 0.5
+        """The flows one of the fixed `RULES` releases, among the entered ones: greedy-trees'
+        conflict-free round, all of them (`asap`), or the flow leading each connection
+        (`lead`); read from the features, so a policy can express each."""
+        return graph.x_flow[:, {"greedy": GREEDY, "asap": ENTERED, "lead": LEAD}[rule]] > 0.5
 
     def schedule(self, meta: dict | None = None) -> Schedule:
         return self.engine.schedule(meta)

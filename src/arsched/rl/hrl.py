@@ -1,8 +1,8 @@
 """`hrl`: the learned hierarchical scheduler (after arXiv 2503.21013) as a registered algorithm.
 
 It runs a policy trained by `arsched train` (see `arsched.rl`): the upper network picks the
-chunk count and every chunk's flow tree from the instance's library, the lower network builds
-the rounds. Without `checkpoint` it runs the general policy shipped in
+chunk count and pipeline stages and every chunk's flow tree from the instance's library, the
+lower network builds the rounds. Without `checkpoint` it runs the general policy shipped in
 `arsched/rl/checkpoints/default` (its meta.json holds the `arsched train` command that made
 it). It runs the networks in numpy (`forward`): torch, the `rl` extra, is for training only.
 """
@@ -25,7 +25,7 @@ from arsched.rl.rollout import Timer, run
 from arsched.topology.core import Topology
 
 
-@register("hrl", "hierarchical RL: learned chunk count, tree per chunk and rounds (GNN policy)")
+@register("hrl", "hierarchical RL: learned chunks and stages, tree per chunk and rounds (GNN policy)")
 def hrl(
     topology: Topology,
     ranks: Sequence[str] | None = None,
@@ -56,6 +56,7 @@ def hrl(
     shapes = [SHAPES[k] for kind, _, k in best.choices if kind == "tree"]
     schedule.meta["hrl"] = {
         "chunks": len(shapes),
+        "stages": inst.chunk_options[best.choices[0][2]][1],
         "trees": {s: shapes.count(s) for s in SHAPES if s in shapes},
         "trained_on": meta.get("topologies"),
         "warm_start": meta.get("warm_start"),

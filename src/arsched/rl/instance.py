@@ -1,14 +1,18 @@
-"""What one scheduling problem offers the learned scheduler: its chunk counts and, for every
+"""What one scheduling problem offers the learned scheduler: its chunk options and, for every
 chunk, a library of flow trees to choose from.
 
-An `Instance` is a network, its ranks and a message size. Its chunk counts are those greedy-trees
-weighs (`candidate_chunks`: about 4 per rank on small networks, and one per rank) plus two per
-rank, and for each count every chunk has one tree of each of the `SHAPES` of
-`arsched.algorithms.flowtrees` (load-balanced, shallow, shortest-path, ring chain, nearest
-first): the trees are built once per instance and count, and an episode only picks among
-them. Every tree's directed-link usage (its reduces up and broadcasts down, on their routes)
-is kept as a sparse row, so that the upper level can weigh a tree against the load of the
-trees chosen before it without routing anything.
+An `Instance` is a network, its ranks and a message size. A chunk option is a chunk count and
+a number of pipeline *stages*: chunk c of C may start in the episode's stage c·S // C, so that
+a connection carries the first stage's chunks before the second's (one stage: all start at
+once). The options are the counts greedy-trees weighs (`candidate_chunks`: about 4 per rank on
+small networks, and one per rank) plus two per rank, in one stage, and on networks of up to
+`PIPELINE_RANKS` ranks the `PIPELINE_CHUNKS` counts in each of the `STAGES` that leave at least
+half a chunk per rank in every stage. For each count every chunk has one tree of each of the
+`SHAPES` of `arsched.algorithms.flowtrees` (shortest-path, shallow, load-balanced, ring chain,
+nearest first): the trees are built once per instance and count, and an episode only picks
+among them. Every tree's directed-link usage (its reduces up and broadcasts down, on their
+routes) is kept as a sparse row, so that the upper level can weigh a tree against the load of
+the trees chosen before it without routing anything.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from arsched.algorithms.registry import NotApplicable
 from arsched.algorithms.trees import tree_heights
 from arsched.topology.core import Topology
 
-MAX_TREES = 256  # chunks of an episode: each is a step of the upper level
+MAX_TREES = 256  # chunks of a one-stage option: each is a step of the upper level
+PIPELINE_RANKS = 32  # the most ranks with pipelined options (an engine's flows: chunks × ranks)
+PIPELINE_CHUNKS = (256, 512)  # counts of the pipelined options (bench_rl_warm: the best at 512)
+STAGES = (8, 16, 32)
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class Library:
 
 class Instance:
     """A network, its ranks (default: every server) and the message size, with the tree
-    libraries of its chunk counts, built on first use."""
+    libraries of its chunk counts, built on first use; `chunk_options` are (chunks, stages)."""
 
     def __init__(
         self, topology: Topology, ranks: Sequence[str] | None = None, nbytes: float = 256e6, name: str = ""
@@ -56,8 +63,10 @@ class Instance:
             raise NotApplicable(
                 f"hrl is limited to {MAX_RANKS} ranks (its flow trees' rounds), {self.name} has {n}"
             )
-        counts = [c for c in (*candidate_chunks(n, None), 2 * n) if c <= MAX_TREES]
-        self.chunk_options = tuple(sorted(set(counts)))
+        counts = [(c, 1) for c in sorted({*candidate_chunks(n, None), 2 * n}) if c <= MAX_TREES]
+        small = n <= PIPELINE_RANKS
+        piped = [(c, s) for c in PIPELINE_CHUNKS for s in STAGES if small and 2 * c >= s * n]
+        self.chunk_options: tuple[tuple[int, int], ...] = tuple(counts + piped)  # (chunks, stages)
         self._libraries: dict[int, Library] = {}
         self.best_plans: dict[float, object] = {}  # per α, the best fixed plan's episode (rollout)
 

@@ -1,7 +1,7 @@
 """The two policy networks in torch (`Policy`), for training, and the exact log-probabilities
 of their decisions; episodes run their weights in numpy (`forward`, `Policy.frozen`).
 
-- `RowScorer` (upper level): the same MLP scores every option row (a chunk count, or a tree
+- `RowScorer` (upper level): the same MLP scores every option row (a chunk option, or a tree
   for the next chunk); a decision is a softmax over the rows, so the network does not depend
   on how many options there are.
 - `FlowScorer` (lower level): message passing on the bipartite graph of a round's available
@@ -40,7 +40,7 @@ def _mlp(sizes: tuple[int, ...]) -> nn.Sequential:
 
 
 class RowScorer(nn.Module):
-    """Scores option rows: chunk counts (`OPTION_FEATURES` wide) or trees (`TREE_FEATURES`)."""
+    """Scores option rows: chunk options (`OPTION_FEATURES` wide) or trees (`TREE_FEATURES`)."""
 
     def __init__(self, hidden: int = 64) -> None:
         super().__init__()

@@ -2,7 +2,7 @@
 `Episode` to its schedule, which the flow model times; the decisions are recorded so that
 training can recompute their log-probabilities.
 
-A fixed `Plan` is one chunk count, one tree shape for every chunk and one of the episode's
+A fixed `Plan` is one chunk option (count and stages), one tree shape for every chunk and one of the episode's
 `RULES` for every round; `best_plan` is the fastest of them all in the flow model: the warm
 start's teacher, and the baseline learning has to beat (greedy-trees' own plan is one of them).
 
@@ -68,7 +68,7 @@ class Timer:
 
 @dataclass(frozen=True)
 class Plan:
-    """Fixed decisions for a whole episode: the index of the chunk count among the instance's
+    """Fixed decisions for a whole episode: the index of the chunk option among the instance's
     options, the tree shape (index into `SHAPES`) of every chunk, the round rule of `RULES`."""
 
     chunks: int
@@ -80,25 +80,28 @@ def greedy_plan(inst: Instance) -> Plan:
     """greedy-trees' decisions as a plan (`best_engine`: its chunk count and tree shape, and
     its conflict-free rounds): one of the plans `best_plan` weighs."""
     shape, engine = best_engine(inst.topology, inst.ranks, inst.nbytes, None, None, "hrl")
-    return Plan(inst.chunk_options.index(len(engine.trees)), SHAPES.index(shape), "greedy")
+    return Plan(inst.chunk_options.index((len(engine.trees), 1)), SHAPES.index(shape), "greedy")
 
 
 def best_plan(inst: Instance, timer: Timer) -> Trajectory:
     """The fastest fixed plan's episode in the flow model at the timer's α (the first at ties;
-    computed once per instance and α): every chunk count, shape and rule, except those whose
+    computed once per instance and α): every chunk option, shape and rule, except those whose
     busiest link alone needs longer than the best time so far (a lower bound on their time,
-    from the library's link usage)."""
+    from the library's link usage). Pipelined options (more than one stage) are tried with
+    `asap` only: their stages already order each connection's chunks, and greedy's and lead's
+    rounds on them were slower on every network of benchmarks/bench_rl.py, at 4–5 times the
+    engine's time."""
     known = inst.best_plans
     if timer.alpha not in known:
         best = None
-        for k, count in enumerate(inst.chunk_options):
+        for k, (count, stages) in enumerate(inst.chunk_options):
             lib = inst.library(count)
             for s in range(len(SHAPES)):
                 load = np.zeros(len(inst.capacity))
                 for links, counts in lib.usage[s]:
                     load[links] += counts
                 floor = float((load * (inst.nbytes / count) / inst.capacity).max())
-                for rule in RULES:
+                for rule in RULES if stages == 1 else ("asap",):
                     if best is not None and floor >= best.time_s:
                         break
                     t = run(inst, None, timer, "plan", plan=Plan(k, s, rule))

@@ -2,7 +2,7 @@
 policy gradient with the flow model's time as the reward.
 
 1. Warm start (`warm_start`): both networks fit the decisions of each training network's best
-   fixed plan (`rollout.best_plan`: the fastest chunk count, tree shape and round rule, of
+   fixed plan (`rollout.best_plan`: the fastest chunk option, tree shape and round rule, of
    which greedy-trees' is one) by maximum likelihood, so learning starts from the best
    heuristic. Without it the networks start from their random initial weights (cold start).
 2. Each iteration samples a group of `group` episodes on every training network from the
@@ -24,7 +24,7 @@ policy gradient with the flow model's time as the reward.
    training network; the weights with the lowest mean gap so far are what the checkpoint
    holds (model selection on the training networks only), and `log.csv` gets a line.
 
-An episode is tens to hundreds of decisions (a chunk count, a tree per chunk, a round per
+An episode is tens to hundreds of decisions (a chunk option, a tree per chunk, a round per
 step), so every update sees whole episodes. Everything random is drawn from `Seeds`: one seed
 reproduces the whole training, byte for byte, on one thread.
 """
@@ -111,7 +111,7 @@ class Decisions:
             self.lone = torch.as_tensor([lone for _, _, lone in rounds])
 
     def log_probs(self, policy: Policy) -> torch.Tensor:
-        """Per decision of the levels (the chunk count, each tree, each round with a choice), its
+        """Per decision of the levels (the chunk option, each tree, each round with a choice), its
         log-probability."""
         parts = []
         if "upper" in self.levels:
