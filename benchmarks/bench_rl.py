@@ -211,16 +211,7 @@ def main() -> None:
         warm0 = {
             s: pool.submit(training, [s], str(work / f"w0-{i}"), 0, 0, True) for i, s in enumerate(instances)
         }
-        curve = {
-            (s, warm, seed): pool.submit(
-                training, [s], str(work / f"c-{i}-{warm}-{seed}"), curve_its, seed, warm
-            )
-            for i, s in enumerate(curves)
-            for warm in (True, False)
-            for seed in seeds
-        }
         base = {s: pool.submit(baselines, s) for s in instances + unseen}
-        # per-instance trainings last: a resumed run (--work) finds more of them finished
         per = {
             s: pool.submit(training, [s], str(work / f"i-{i}"), its, 0, True) for i, s in enumerate(instances)
         }
@@ -236,6 +227,15 @@ def main() -> None:
         best8 = {s: pool.submit(inference, s, str(work / f"i-{i}"), SAMPLES) for i, s in enumerate(instances)}
         general = general.result()
         gen = {s: pool.submit(inference, s, str(work / "general")) for s in instances + unseen}
+        # the curves last: cold starts' episodes can be long, and the other columns go first
+        curve = {
+            (s, warm, seed): pool.submit(
+                training, [s], str(work / f"c-{i}-{warm}-{seed}"), curve_its, seed, warm
+            )
+            for i, s in enumerate(curves)
+            for warm in (True, False)
+            for seed in seeds
+        }
         base = {s: f.result() for s, f in base.items()}
         search = {
             s: {name: search[(s, name)].result() for name in ("random", "warm samples")} for s in instances

@@ -248,8 +248,11 @@ def test_hrl_runs_without_torch():
 def test_the_shipped_checkpoint_loads_and_records_its_command():
     _, meta = checkpoint.load_policy(checkpoint.DEFAULT)
     assert meta["command"].startswith("arsched train ")
-    s = build("hrl", parse_spec("bcube:n=3,k=1"), None, 1e6)
+    topo = parse_spec("bcube:n=3,k=1")
+    s = build("hrl", topo, None, 1e6)
     assert validate(s).ok and s.meta["hrl"]["trained_on"] == meta["topologies"]
+    chosen = (s.meta["hrl"]["chunks"], s.meta["hrl"]["stages"])  # one of the instance's options
+    assert chosen[0] == s.num_chunks and chosen in Instance(topo, None, 1e6).chunk_options
 
 
 def test_hrl_schedules_do_not_depend_on_where_arsched_is_installed(tmp_path):
