@@ -107,8 +107,7 @@ class Episode:
         slow = self.instance.capacity.max() / self.instance.capacity
         peak = load.max()
         raw = []
-        shapes = len(SHAPES)
-        for s in range(shapes):
+        for s in range(len(SHAPES)):
             links, counts = lib.usage[s][c]
             add = counts * slow[links]
             after = load[links] + add
@@ -123,11 +122,11 @@ class Episode:
             )
         raw = np.asarray(raw)
         rel = np.stack([_relative(raw[:, j]) for j in range(raw.shape[1])], axis=1)
-        prev = np.zeros(shapes)
+        prev = np.zeros(len(SHAPES))
         if self.shapes:
             prev[self.shapes[-1]] = 1.0
-        progress = np.full(shapes, c / lib.chunks)
-        return np.column_stack([rel, progress, prev, np.eye(shapes)]).astype(np.float32)
+        progress = np.full(len(SHAPES), c / lib.chunks)
+        return np.column_stack([rel, progress, prev, np.eye(len(SHAPES))]).astype(np.float32)
 
     def choose_tree(self, shape: int) -> None:
         c = len(self.shapes)
@@ -148,7 +147,7 @@ class Episode:
         self._tree_flows = np.bincount(e.flow_tree, minlength=len(e.trees)).astype(np.float64)
         self._since = np.where(e.available, 0, -1)
         self._entry = (np.arange(self.chunks) * self.stages // self.chunks)[e.flow_chunk]
-        self._clock = 0  # the stage whose chunks have entered last
+        self._clock = 0  # the earliest stage whose chunks may enter in the next round
 
     # ---- lower level -------------------------------------------------------------------
     @property

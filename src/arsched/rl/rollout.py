@@ -89,8 +89,8 @@ def best_plan(inst: Instance, timer: Timer) -> Trajectory:
     busiest link alone needs longer than the best time so far (a lower bound on their time,
     from the library's link usage). Pipelined options (more than one stage) are tried with
     `asap` only: their stages already order each connection's chunks, and greedy's and lead's
-    rounds on them were slower on every network of benchmarks/bench_rl.py, at 4–5 times the
-    engine's time."""
+    rounds on them were slower on every option and shape measured (BCube(3,1), DCell(3,1);
+    one-offs), at 4–5 times the engine's time."""
     known = inst.best_plans
     if timer.alpha not in known:
         best = None
