@@ -15,7 +15,7 @@ from arsched.algorithms import build
 from arsched.algorithms.flowtrees import SHAPES
 from arsched.algorithms.greedy_trees import critical_path
 from arsched.collective import numeric_check, validate
-from arsched.rl.episode import ENTERED, FLOW_FEATURES, LINK_FEATURES, RULES, Episode, RoundGraph
+from arsched.rl.episode import BUDGET, ENTERED, FLOW_FEATURES, LINK_FEATURES, RULES, Episode, RoundGraph
 from arsched.rl.forward import choice_probs, release
 from arsched.rl.instance import Instance
 from arsched.rl.nets import FlowScorer, Policy, choice_log_probs, release_log_prob
@@ -49,11 +49,15 @@ def test_every_episode_ends_in_a_valid_schedule(spec, driver, policy):
     inst = Instance(parse_spec(spec), nbytes=4e6)
     timer = Timer(DEFAULT_ALPHA)
     mode, _, rule = driver.partition(":")
-    plan = Plan(len(inst.chunk_options) - 1, len(SHAPES) - 1, rule) if rule else None
+    one_stage = max(k for k, (_, stages) in enumerate(inst.chunk_options) if stages == 1)
+    last = len(inst.chunk_options) - 1 if rule == "asap" else one_stage  # the plans best_plan weighs
+    plan = Plan(last, len(SHAPES) - 1, rule) if rule else None
     traj = run(inst, policy, timer, mode, np.random.default_rng(3), plan=plan)
     s = traj.schedule
     assert validate(s).ok and numeric_check(s).ok
-    assert s.num_steps == len(traj.rounds)
+    assert s.num_steps >= len(traj.rounds)  # more where an episode reaches its round budget
+    if rule:
+        assert s.num_steps == len(traj.rounds)
     if rule == "greedy":  # conflict-free: the round model needs exactly one round per step
         assert simulate_rounds(s).rounds == s.num_steps
     flow = simulate_flow(s, DEFAULT_ALPHA)
@@ -139,22 +143,55 @@ def test_pipelined_options_send_chunks_in_stage_by_stage(rule):
         ep.choose_tree(0)
     e = ep.engine
     entry = np.arange(chunks) * stages // chunks
-    clock, first = 0, np.full(chunks, -1)
-    while not ep.finished:
+    clock = 0
+    while not ep.finished:  # up to the round budget (greedy's and lead's rounds reach it here)
         g = ep.round_graph()
         stage = max(clock, int(entry[e.flow_chunk[g.flows]].min()))
         entered = entry[e.flow_chunk[g.flows]] <= stage
         assert np.array_equal(g.x_flow[:, ENTERED] > 0.5, entered)
         go = ep.rule_release(g, rule)
         assert go.any() and not (go & ~entered).any()
-        started = e.flow_chunk[g.flows[go]]
-        first[started[first[started] < 0]] = ep.rounds
         ep.play(g, go)
         clock = stage + 1
+    s = ep.schedule()
+    first = np.full(chunks, s.num_steps)
+    np.minimum.at(first, s.chunk, s.step)
     assert (first[entry == 0] == 0).any() and (first >= entry).all()
     assert first[entry > 0].min() > 0
+    assert validate(s).ok and numeric_check(s).ok
+
+
+@pytest.mark.parametrize("spec", ["dcell:n=2,k=1", "torus:dims=3x3,oneway=1"])
+@pytest.mark.parametrize("option", [0, -1])  # one stage, pipelined
+def test_an_episode_ends_at_its_round_budget(spec, option):
+    """A policy that releases one flow a round (as a cold start's can) decides exactly the
+    budget's rounds, BUDGET times what its plans need (the stages, twice the tallest tree, and
+    with one stage the busiest link's flows); then every remaining flow goes as soon as it has
+    entered, and the schedule is valid. The plans never reach the budget on these networks
+    (every rule with one stage, `asap` pipelined)."""
+    inst = Instance(parse_spec(spec), nbytes=16e6)
+    k = range(len(inst.chunk_options))[option]
+    ep = Episode(inst, DEFAULT_ALPHA)
+    ep.choose_chunks(k)
+    while not ep.upper_done:
+        ep.choose_tree(0)
+    e, lib = ep.engine, inst.library(ep.chunks)
+    busiest = np.bincount(e.link_matrix[e.link_matrix < len(inst.capacity)]).max()
+    conflict_free = busiest if ep.stages == 1 else 0
+    assert ep.round_budget == BUDGET * (conflict_free + ep.stages + 2 * lib.height[0].max())
+    decided = 0
+    while not ep.finished:
+        g = ep.round_graph()
+        one = np.zeros(len(g.flows), dtype=bool)
+        one[-1] = True
+        ep.play(g, one)
+        decided += 1
+    assert decided == ep.round_budget < ep.rounds <= decided + ep.stages + 2 * lib.height[0].max()
     s = ep.schedule()
     assert validate(s).ok and numeric_check(s).ok
+    for rule in RULES if ep.stages == 1 else ("asap",):
+        traj = run(inst, None, None, "plan", plan=Plan(k, 0, rule))
+        assert traj.schedule.num_steps == len(traj.rounds) < ep.round_budget
 
 
 def _tiny_graph(rng: np.random.Generator, flows: int, links: int) -> RoundGraph:

@@ -18,9 +18,15 @@ the policy may follow any or none. With S stages, chunk c of C *enters* in stage
 stage clock advances by one per round and jumps to the next stage with an available flow when
 the clock's stage has none; the rules take only entered flows (in one stage all have entered),
 so a pipelined option sends its chunks into the trees stage by stage, as tree packing's
-pipeline does (`ENTERED`). Every feature is a ratio or a flag (no ids, no counts that grow
-with the network), so one policy runs on networks it never saw. Whatever the decisions, the
-episode ends in a schedule the validator accepts: every round is checked by the engine.
+pipeline does (`ENTERED`). An episode has a budget of rounds, `BUDGET` times the rounds its
+plans need: twice the tallest tree plus the stages, and with one stage the busiest link's flows
+(greedy's conflict-free rounds; a pipelined option's plans are `asap`'s, see
+`rollout.best_plan`). A policy that keeps back most flows, as a cold start's does, would
+otherwise make episodes of thousands of rounds; at the budget the remaining flows go as soon as
+they have entered, and those rounds are no decisions. Every feature is a ratio or a flag (no
+ids, no counts that grow with the network), so one policy runs on networks it never saw.
+Whatever the decisions, the episode ends in a schedule the validator accepts: every round is
+checked by the engine.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ LEAD = 10  # ... that says it leads its connection
 ENTERED = 11  # ... that says its chunk has entered (its stage has begun)
 LINK_FEATURES = 3
 RULES = ("greedy", "asap", "lead")  # the fixed rounds the features express (`rule_release`)
+BUDGET = 3  # an episode's rounds, over the floor (greedy's were at most 1.12 times it; one-off)
 
 
 def _relative(x: np.ndarray) -> np.ndarray:
@@ -148,6 +155,10 @@ class Episode:
         self._since = np.where(e.available, 0, -1)
         self._entry = (np.arange(self.chunks) * self.stages // self.chunks)[e.flow_chunk]
         self._clock = 0  # the earliest stage whose chunks may enter in the next round
+        busiest = np.bincount(e.link_matrix.ravel(), minlength=num_links + 1)[:num_links].max()
+        tallest = max(self._lib.height[s, c] for c, s in enumerate(self.shapes))
+        conflict_free = busiest if self.stages == 1 else 0
+        self.round_budget = int(BUDGET * (conflict_free + self.stages + 2 * tallest))
 
     # ---- lower level -------------------------------------------------------------------
     @property
@@ -219,9 +230,18 @@ class Episode:
 
     def play(self, graph: RoundGraph, release: np.ndarray) -> None:
         """Run the graph's flows where `release` (a bool per flow, at least one) is true as this
-        round; the others stay available for a later round. The stage clock moves on by one."""
-        self._clock = self._stage(graph.flows) + 1
-        self.engine.execute(graph.flows[np.asarray(release, dtype=bool)], exclusive=False)
+        round; the others stay available for a later round. The stage clock moves on by one.
+        At the round budget the episode ends: every remaining flow goes as soon as it has
+        entered."""
+        self._execute(graph.flows, np.asarray(release, dtype=bool))
+        if self.rounds >= self.round_budget:
+            while not self.engine.finished:
+                flows = np.flatnonzero(self.engine.available)
+                self._execute(flows, self._entry[flows] <= self._stage(flows))
+
+    def _execute(self, flows: np.ndarray, release: np.ndarray) -> None:
+        self._clock = self._stage(flows) + 1
+        self.engine.execute(flows[release], exclusive=False)
         self._since[(self._since < 0) & self.engine.available] = self.rounds
 
     @staticmethod
