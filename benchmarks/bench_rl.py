@@ -119,11 +119,19 @@ def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool) 
     return meta
 
 
-def restart_search(spec: str, calls: int, warm_policy: str | None, seed: int) -> float:
-    """The best gap of `calls` random restarts (no policy) or warm-start samples."""
+def restart_search(spec: str, calls: int, warm_policy: str | None, seed: int, out: str) -> float:
+    """The best gap of `calls` random restarts (no policy) or warm-start samples (unless `out`
+    holds this very search already, on today's features: `--work` resumes a cut run)."""
+    import json
+
     import torch
 
-    from arsched.rl.checkpoint import load_policy
+    from arsched.rl.checkpoint import FEATURE_VERSION, load_policy
+
+    key = {"spec": spec, "calls": calls, "policy": warm_policy, "seed": seed, "features": FEATURE_VERSION}
+    done = Path(out)
+    if done.is_file() and json.loads(done.read_text())["key"] == key:
+        return json.loads(done.read_text())["gap"]
     from arsched.rl.instance import Instance
     from arsched.rl.rollout import Timer
     from arsched.rl.search import restarts
@@ -133,6 +141,7 @@ def restart_search(spec: str, calls: int, warm_policy: str | None, seed: int) ->
     policy = None if warm_policy is None else load_policy(Path(warm_policy))[0]
     best, _ = restarts(inst, Timer(DEFAULT_ALPHA), calls, seed, policy)
     assert validate(best.schedule).ok
+    done.write_text(json.dumps({"key": key, "gap": best.gap}))
     return best.gap
 
 
@@ -184,7 +193,7 @@ def main() -> None:
     ap.add_argument("--curve-iterations", type=int, default=20, help="iterations of each curve's training")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="three instances, tiny budgets (a smoke run)")
-    ap.add_argument("--work", type=Path, help="folder of the checkpoints (reuses finished trainings)")
+    ap.add_argument("--work", type=Path, help="folder of the checkpoints and searches (reuses finished ones)")
     ap.add_argument("--only", action="append", help="an instance to run (repeatable; default: the nine)")
     ap.add_argument(
         "--baselines",
@@ -219,7 +228,9 @@ def main() -> None:
         for f in warm0.values():
             f.result()
         search = {
-            (s, name): pool.submit(restart_search, s, per[s]["simulations"], policy, 1)
+            (s, name): pool.submit(
+                restart_search, s, per[s]["simulations"], policy, 1, str(work / f"search-{i}-{name[0]}.json")
+            )
             for i, s in enumerate(instances)
             for name, policy in (("random", None), ("warm samples", str(work / f"w0-{i}")))
         }
