@@ -15,16 +15,27 @@ import pytest
 import torch
 
 from arsched.algorithms import build
+from arsched.algorithms.flowtrees import SHAPES
 from arsched.collective import validate
 from arsched.errors import ArschedError
-from arsched.rl import checkpoint
+from arsched.rl import checkpoint, instance
 from arsched.rl.episode import RULES
 from arsched.rl.forward import shapes
 from arsched.rl.instance import Instance
 from arsched.rl.nets import Policy
 from arsched.rl.rollout import Plan, Timer, best_plan, run
 from arsched.rl.search import restarts
-from arsched.rl.training import Decisions, TrainConfig, advantages, distill, imitate, replays, train, update
+from arsched.rl.training import (
+    Decisions,
+    TrainConfig,
+    advantages,
+    distill,
+    imitate,
+    replays,
+    teachers,
+    train,
+    update,
+)
 from arsched.sim import DEFAULT_ALPHA
 from arsched.topology import parse_spec
 
@@ -278,3 +289,43 @@ def test_more_ranks_than_the_flow_trees_take_are_refused():
         Instance(parse_spec("leafspine:leaves=9,spines=2,servers_per_leaf=16"))
     with pytest.raises(ArschedError):
         TrainConfig(TRAIN, out="x", group=1)
+
+
+def test_teachers_of_many_networks_share_the_kind_of_plan_that_costs_least(monkeypatch):
+    """On one network the teacher is its best plan. On several, every network with pipelined
+    options is taught the fastest plan of one kind (a tree shape with one stage, or with one
+    pipelined chunk count and stage count), and no other kind that each of them has is slower
+    than their best plans by less on average (brute force over every plan); a network without
+    pipelined options (more ranks than `PIPELINE_RANKS`) is taught its best plan."""
+    monkeypatch.setattr(instance, "PIPELINE_CHUNKS", (32, 64))  # fewer and smaller: seconds
+    monkeypatch.setattr(instance, "STAGES", (4, 8))
+    monkeypatch.setattr(instance, "PIPELINE_RANKS", 4)
+    specs = ["bcube:n=2,k=1", "ring:n=4,reverse=100Gbps", "ring:n=5"]
+    insts = [Instance(parse_spec(s), nbytes=16e6) for s in specs]
+    timer = Timer(DEFAULT_ALPHA)
+    one, label = teachers(insts[:1], timer)
+    assert one == [best_plan(insts[0], timer)] and label == "best"
+    taught, label = teachers(insts, timer)
+    assert all(validate(t.schedule).ok for t in taught)
+    assert taught[2] is best_plan(insts[2], timer)
+
+    def kind(inst, plan):
+        count, stages = inst.chunk_options[plan.chunks]
+        return (plan.shape, 0 if stages == 1 else count, stages)
+
+    times = [{} for _ in insts[:2]]  # per network, kind -> its fastest plan's time
+    for inst, seen in zip(insts[:2], times, strict=True):
+        for k, (_, stages) in enumerate(inst.chunk_options):
+            for s in range(len(SHAPES)):
+                for rule in RULES if stages == 1 else ("asap",):
+                    plan = Plan(k, s, rule)
+                    t = run(inst, None, timer, "plan", plan=plan).time_s
+                    seen[kind(inst, plan)] = min(seen.get(kind(inst, plan), np.inf), t)
+    want = kind(insts[0], taught[0].plan)
+    assert want == kind(insts[1], taught[1].plan)
+    assert [t.time_s for t in taught[:2]] == [seen[want] for seen in times]
+    cost = {
+        w: np.mean([seen[w] / min(seen.values()) for seen in times]) for w in set(times[0]) & set(times[1])
+    }
+    assert cost[want] == pytest.approx(min(cost.values()))
+    assert SHAPES[want[0]] in label and ("one stage" in label) == (want[1] == 0)

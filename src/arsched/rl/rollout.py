@@ -94,21 +94,42 @@ def best_plan(inst: Instance, timer: Timer) -> Trajectory:
     known = inst.best_plans
     if timer.alpha not in known:
         best = None
-        for k, (count, stages) in enumerate(inst.chunk_options):
-            lib = inst.library(count)
+        for k in range(len(inst.chunk_options)):
             for s in range(len(SHAPES)):
-                load = np.zeros(len(inst.capacity))
-                for links, counts in lib.usage[s]:
-                    load[links] += counts
-                floor = float((load * (inst.nbytes / count) / inst.capacity).max())
-                for rule in RULES if stages == 1 else ("asap",):
-                    if best is not None and floor >= best.time_s:
-                        break
-                    t = run(inst, None, timer, "plan", plan=Plan(k, s, rule))
-                    if best is None or t.time_s < best.time_s:
-                        best = t
+                best = _fastest(inst, timer, k, s, best)
         known[timer.alpha] = best
     return known[timer.alpha]
+
+
+def option_plans(inst: Instance, timer: Timer) -> dict[tuple[int, int], Trajectory]:
+    """For every chunk option and tree shape, the fastest fixed plan (of the rules `best_plan`
+    weighs); what a teacher for many networks chooses from (`training.teachers`). The fastest
+    of them is `best_plan`'s (a plan that `best_plan` prunes is no faster than its best), and is
+    kept as such."""
+    plans = {
+        (k, s): _fastest(inst, timer, k, s, None)
+        for k in range(len(inst.chunk_options))
+        for s in range(len(SHAPES))
+    }
+    inst.best_plans.setdefault(timer.alpha, min(plans.values(), key=lambda p: p.time_s))
+    return plans
+
+
+def _fastest(inst: Instance, timer: Timer, option: int, shape: int, best: Trajectory | None) -> Trajectory:
+    """The fastest of `best` and the plans of chunk option `option` with tree shape `shape`,
+    unless the busiest link of that shape alone needs longer than `best` (see `best_plan`)."""
+    count, stages = inst.chunk_options[option]
+    load = np.zeros(len(inst.capacity))
+    for links, counts in inst.library(count).usage[shape]:
+        load[links] += counts
+    floor = float((load * (inst.nbytes / count) / inst.capacity).max())
+    for rule in RULES if stages == 1 else ("asap",):
+        if best is not None and floor >= best.time_s:
+            break
+        t = run(inst, None, timer, "plan", plan=Plan(option, shape, rule))
+        if best is None or t.time_s < best.time_s:
+            best = t
+    return best
 
 
 def _pick(logits: np.ndarray, rng: np.random.Generator | None, explore: float) -> int:

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from arsched.algorithms import build
+from arsched.algorithms.flowtrees import SHAPES
 from arsched.defaults import DEFAULT_ALPHA
 from arsched.fileio import write_atomic
 from arsched.rl import checkpoint
@@ -50,7 +51,7 @@ from arsched.rl.config import Seeds, TrainConfig
 from arsched.rl.episode import RoundGraph
 from arsched.rl.instance import Instance
 from arsched.rl.nets import Policy, choice_log_probs, release_log_prob
-from arsched.rl.rollout import LEVELS, Timer, Trajectory, best_plan, run
+from arsched.rl.rollout import LEVELS, Timer, Trajectory, best_plan, option_plans, run
 from arsched.topology import parse_spec
 
 log = logging.getLogger(__name__)
@@ -220,6 +221,42 @@ def update(
         optimizer.step()
 
 
+def teachers(instances: Sequence[Instance], timer: Timer) -> tuple[list[Trajectory], str]:
+    """What the warm start imitates on each training network, and the plan kind they share. On
+    one network, its best plan. On several, their best plans ask for chunk options and tree
+    shapes that the features do not tell apart (one stage on one network and stages on a
+    similar one; ring chains, the best trees on small networks and the worst on large ones),
+    and a policy that imitates them all learns an average that fits none: one stage
+    everywhere, or chains on networks of 30 ranks (docs/architecture.md, "Where imitation
+    stops"). So the teachers share one kind of plan, a tree shape with either one stage (each
+    network's fastest such plan) or one pipelined chunk count in one number of stages:
+    whichever is slower than the networks' best plans by the least on average over the
+    networks that have pipelined options (a kind counts only if each of them has it; a
+    network without pipelined options keeps its best plan; "best" where all do)."""
+    piped = [n for n, inst in enumerate(instances) if any(s > 1 for _, s in inst.chunk_options)]
+    if len(instances) == 1 or not piped:
+        return [best_plan(inst, timer) for inst in instances], "best"
+    plans = {n: option_plans(instances[n], timer) for n in piped}
+
+    def kind(inst: Instance, k: int, s: int) -> tuple[int, int, int]:
+        count, stages = inst.chunk_options[k]
+        return (s, 0, 1) if stages == 1 else (s, count, stages)
+
+    def pick(n: int, want: tuple[int, int, int]) -> Trajectory | None:
+        row = [p for (k, s), p in plans[n].items() if kind(instances[n], k, s) == want]
+        return min(row, key=lambda p: p.time_s) if row else None
+
+    kinds = sorted({kind(instances[n], k, s) for n in piped for k, s in plans[n]})
+    shared = [w for w in kinds if all(pick(n, w) is not None for n in piped)]
+    cost = {
+        w: np.mean([pick(n, w).time_s / best_plan(instances[n], timer).time_s for n in piped]) for w in shared
+    }
+    want = min(shared, key=lambda w: cost[w])  # the first at ties
+    chosen = [pick(n, want) if n in piped else best_plan(inst, timer) for n, inst in enumerate(instances)]
+    stages = "one stage" if want[1] == 0 else f"{want[1]} chunks in {want[2]} stages"
+    return chosen, f"{SHAPES[want[0]]} trees, {stages}"
+
+
 def greedy_gaps(instances: Sequence[Instance], timer: Timer) -> list[float]:
     """greedy-trees' own schedules' gaps (with its round swaps), for the log and the metadata."""
     gaps = []
@@ -242,11 +279,11 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     rows: list[dict] = []
     baseline = greedy_gaps(instances, timer)
     elites: list[Trajectory | None] = [None] * len(instances)  # each network's best episode so far
-    teachers = [best_plan(inst, timer) for inst in instances]
+    teaching, shared = teachers(instances, timer)
     if cfg.warm_start:
-        elites = list(teachers)
+        elites = list(teaching)
         warm = torch.optim.Adam(policy.parameters(), lr=cfg.imitation_rate)
-        imitate(policy, warm, teachers, cfg.imitation_epochs, cfg.max_rounds, seeds.imitation())
+        imitate(policy, warm, teaching, cfg.imitation_epochs, cfg.max_rounds, seeds.imitation())
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
 
     found = False  # a better episode since the last distillation
@@ -334,7 +371,9 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
         "simulations": timer.calls,
         "gaps": [round(g, 6) for g in best_gaps],
         "greedy_gaps": [round(g, 6) for g in baseline],
-        "best_plan_gaps": [round(t.gap, 6) for t in teachers],
+        "best_plan_gaps": [round(best_plan(inst, timer).gap, 6) for inst in instances],
+        "teacher_gaps": [round(t.gap, 6) for t in teaching],
+        "teacher_option": shared,
         "train_seconds": round(time.perf_counter() - t0, 2),
         **cfg.extra_meta,
     }
