@@ -4,6 +4,7 @@ budgets: seconds)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import subprocess
@@ -291,7 +292,7 @@ def test_more_ranks_than_the_flow_trees_take_are_refused():
         TrainConfig(TRAIN, out="x", group=1)
 
 
-def test_teachers_of_many_networks_share_the_kind_of_plan_that_costs_least(monkeypatch):
+def test_teachers_of_many_networks_share_the_kind_of_plan_that_costs_least(monkeypatch, tmp_path):
     """On one network the teacher is its best plan. On several, every network with pipelined
     options is taught the fastest plan of one kind (a tree shape with one stage, or with one
     pipelined chunk count and stage count), and no other kind that each of them has is slower
@@ -329,3 +330,6 @@ def test_teachers_of_many_networks_share_the_kind_of_plan_that_costs_least(monke
     }
     assert cost[want] == pytest.approx(min(cost.values()))
     assert SHAPES[want[0]] in label and ("one stage" in label) == (want[1] == 0)
+    cfg = TrainConfig(specs, out=tmp_path, iterations=0, imitation_epochs=1, hidden=8, nbytes=16e6)
+    meta = train(dataclasses.replace(cfg, shared_teacher=True))  # what --shared-teacher runs
+    assert meta["teacher_option"] == label and meta["teacher_gaps"] == [round(t.gap, 6) for t in taught]

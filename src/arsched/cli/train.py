@@ -34,6 +34,13 @@ def train(
     warm_start: Annotated[
         bool, typer.Option(help="First imitate the best fixed plan (--no-warm-start: from random weights).")
     ] = D("warm_start"),
+    shared_teacher: Annotated[
+        bool,
+        typer.Option(
+            help="With several networks, imitate the fastest plans of the one kind (tree shape, "
+            "stages) that costs least on average, not each network's own best plan (slower to train)."
+        ),
+    ] = D("shared_teacher"),
     alternate: Annotated[
         bool,
         typer.Option(
@@ -93,6 +100,7 @@ def train(
     command = ["arsched", "train", *(x for t in topologies for x in ("-t", t))]
     command += ["--iterations", str(iterations), "--group", str(group), "--seed", str(seed), "--size", size]
     command += [*([] if warm_start else ["--no-warm-start"]), *([] if alternate else ["--joint"])]
+    command += ["--shared-teacher"] if shared_teacher else []
     command += ["--imitation-epochs", str(imitation_epochs), "--distill", str(distill)]
     command += ["--hidden", str(hidden), "--layers", str(layers), "--temperature", str(temperature)]
     command += ["--explore", str(explore)]
@@ -106,6 +114,7 @@ def train(
         seed=seed,
         nbytes=parse_size(size),
         warm_start=warm_start,
+        shared_teacher=shared_teacher,
         alternate=alternate,
         imitation_epochs=imitation_epochs,
         distill=distill,

@@ -31,6 +31,7 @@ class TrainConfig:
     nbytes: float = 256e6  # the message size the reward is measured at
     alpha: float | None = None  # per-transfer overhead (None: the flow model's default)
     warm_start: bool = True  # first imitate the best fixed plan (rollout.best_plan)
+    shared_teacher: bool = False  # several networks: imitate plans of one shared kind (training.teachers)
     imitation_epochs: int = 200
     hidden: int = 32
     layers: int = 2  # message-passing rounds of the lower network

@@ -4,7 +4,8 @@ policy gradient with the flow model's time as the reward.
 1. Warm start (`warm_start`): both networks fit the decisions of each training network's best
    fixed plan (`rollout.best_plan`: the fastest chunk option, tree shape and round rule, of
    which greedy-trees' is one) by maximum likelihood, so learning starts from the best
-   heuristic. Without it the networks start from their random initial weights (cold start).
+   heuristic; with `shared_teacher`, of the plans of one kind shared by all (`teachers`).
+   Without it the networks start from their random initial weights (cold start).
 2. Each iteration samples a group of `group` episodes on every training network from the
    current policy; each episode's reward is minus its gap (flow-model time over the bound,
    `arsched.rl.rollout`), and its advantage is that reward's standard score within its group
@@ -279,7 +280,10 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     rows: list[dict] = []
     baseline = greedy_gaps(instances, timer)
     elites: list[Trajectory | None] = [None] * len(instances)  # each network's best episode so far
-    teaching, shared = teachers(instances, timer)
+    if cfg.shared_teacher:
+        teaching, shared = teachers(instances, timer)
+    else:
+        teaching, shared = [best_plan(inst, timer) for inst in instances], "best"
     if cfg.warm_start:
         elites = list(teaching)
         warm = torch.optim.Adam(policy.parameters(), lr=cfg.imitation_rate)
@@ -355,6 +359,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
         "nbytes": cfg.nbytes,
         "alpha": alpha,
         "warm_start": cfg.warm_start,
+        "shared_teacher": cfg.shared_teacher,
         "imitation_epochs": cfg.imitation_epochs,
         "hidden": cfg.hidden,
         "layers": cfg.layers,
