@@ -165,10 +165,9 @@ def test_pipelined_options_send_chunks_in_stage_by_stage(rule):
 @pytest.mark.parametrize("option", [0, -1])  # one stage, pipelined
 def test_an_episode_ends_at_its_round_budget(spec, option):
     """A policy that releases one flow a round (as a cold start's can) decides exactly the
-    budget's rounds, BUDGET times what its plans need (the stages, twice the tallest tree, and
-    with one stage the busiest link's flows); then every remaining flow goes as soon as it has
-    entered, and the schedule is valid. The plans never reach the budget on these networks
-    (every rule with one stage, `asap` pipelined)."""
+    budget's rounds, BUDGET times what the fixed rules need (the busiest link's flows, the
+    stages, twice the tallest tree); then every remaining flow goes as soon as it has entered,
+    and the schedule is valid. No rule's plan reaches the budget on these networks."""
     inst = Instance(parse_spec(spec), nbytes=16e6)
     k = range(len(inst.chunk_options))[option]
     ep = Episode(inst, DEFAULT_ALPHA)
@@ -177,8 +176,7 @@ def test_an_episode_ends_at_its_round_budget(spec, option):
         ep.choose_tree(0)
     e, lib = ep.engine, inst.library(ep.chunks)
     busiest = np.bincount(e.link_matrix[e.link_matrix < len(inst.capacity)]).max()
-    conflict_free = busiest if ep.stages == 1 else 0
-    assert ep.round_budget == BUDGET * (conflict_free + ep.stages + 2 * lib.height[0].max())
+    assert ep.round_budget == BUDGET * (busiest + ep.stages + 2 * lib.height[0].max())
     decided = 0
     while not ep.finished:
         g = ep.round_graph()
@@ -189,7 +187,7 @@ def test_an_episode_ends_at_its_round_budget(spec, option):
     assert decided == ep.round_budget < ep.rounds <= decided + ep.stages + 2 * lib.height[0].max()
     s = ep.schedule()
     assert validate(s).ok and numeric_check(s).ok
-    for rule in RULES if ep.stages == 1 else ("asap",):
+    for rule in RULES:
         traj = run(inst, None, None, "plan", plan=Plan(k, 0, rule))
         assert traj.schedule.num_steps == len(traj.rounds) < ep.round_budget
 

@@ -18,10 +18,9 @@ the policy may follow any or none. With S stages, chunk c of C *enters* in stage
 stage clock advances by one per round and jumps to the next stage with an available flow when
 the clock's stage has none; the rules take only entered flows (in one stage all have entered),
 so a pipelined option sends its chunks into the trees stage by stage, as tree packing's
-pipeline does (`ENTERED`). An episode has a budget of rounds, `BUDGET` times the rounds its
-plans need: twice the tallest tree plus the stages, and with one stage the busiest link's flows
-(greedy's conflict-free rounds; a pipelined option's plans are `asap`'s, see
-`rollout.best_plan`). A policy that keeps back most flows, as a cold start's does, would
+pipeline does (`ENTERED`). An episode has a budget of rounds, `BUDGET` times what any fixed
+rule's rounds need: twice the tallest tree, the stages and the busiest link's flows (greedy's
+conflict-free rounds). A policy that keeps back most flows, as a cold start's does, would
 otherwise make episodes of thousands of rounds; at the budget the remaining flows go as soon as
 they have entered, and those rounds are no decisions. Every feature is a ratio or a flag (no
 ids, no counts that grow with the network), so one policy runs on networks it never saw.
@@ -157,8 +156,7 @@ class Episode:
         self._clock = 0  # the earliest stage whose chunks may enter in the next round
         busiest = np.bincount(e.link_matrix.ravel(), minlength=num_links + 1)[:num_links].max()
         tallest = max(self._lib.height[s, c] for c, s in enumerate(self.shapes))
-        conflict_free = busiest if self.stages == 1 else 0
-        self.round_budget = int(BUDGET * (conflict_free + self.stages + 2 * tallest))
+        self.round_budget = int(BUDGET * (busiest + self.stages + 2 * tallest))
 
     # ---- lower level -------------------------------------------------------------------
     @property
