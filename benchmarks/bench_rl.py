@@ -130,8 +130,9 @@ def restart_search(spec: str, calls: int, warm_policy: str | None, seed: int, ou
 
     key = {"spec": spec, "calls": calls, "policy": warm_policy, "seed": seed, "features": FEATURE_VERSION}
     done = Path(out)
-    if done.is_file() and json.loads(done.read_text())["key"] == key:
-        return json.loads(done.read_text())["gap"]
+    kept = json.loads(done.read_text()) if done.is_file() else {}
+    if kept.get("key") == key:
+        return kept["gap"]
     from arsched.rl.instance import Instance
     from arsched.rl.rollout import Timer
     from arsched.rl.search import restarts
