@@ -194,20 +194,54 @@ def _grow(root, load, hops, room, both, shallow):  # pragma: no cover - compiled
 
 def _spt_trees(num_chunks: int, hops: np.ndarray, both: np.ndarray) -> list[FlowTree]:
     n = len(hops)
+    order = [np.lexsort((np.arange(n), hops[:, root])) for root in range(n)]
 
     def grow(root: int, load: np.ndarray) -> np.ndarray:
-        parent = np.full(n, -1)
-        for v in np.lexsort((np.arange(n), hops[:, root]))[1:].tolist():
-            us = np.flatnonzero((hops[:, root] < hops[v, root]) & (hops[:, root] + hops[v] == hops[v, root]))
-            us = us[hops[v, us] == hops[v, us].min()]
-            pl = load[both[v, us]]
-            u = int(us[np.lexsort((us, pl.sum(1), pl.max(1)))[0]])
-            parent[v] = u
-            load[both[v, u]] += 1
-            load[-1] = 0
-        return parent
+        return _grow_spt(root, order[root], load, hops, both)
 
     return _grown_trees(num_chunks, n, both, grow)
+
+
+@numba.njit(cache=True)
+def _grow_spt(root, order, load, hops, both):  # pragma: no cover - compiled
+    """A shortest-path tree from `root` (see `build_trees`, "spt"): ranks in `order` (nearest
+    the root first, then by index) take as parent one of the nearest ranks one step closer on
+    a shortest path, the one of least (busiest link's load, load summed over its paths, index);
+    each distinct link of the edge's paths is loaded by one (`load`'s last entry pads `both`
+    and stays 0). Compiled: it weighs every candidate parent for every rank of every chunk's
+    tree (the loads are whole numbers, so the keys are exact)."""
+    n = len(hops)
+    pad = len(load) - 1
+    parent = np.full(n, -1, dtype=np.int64)
+    for i in range(1, n):
+        v = order[i]
+        near = np.inf
+        for u in range(n):
+            if hops[u, root] < hops[v, root] and hops[u, root] + hops[v, u] == hops[v, root]:
+                near = min(near, hops[v, u])
+        best_top, best_total, bu = np.inf, np.inf, -1
+        for u in range(n):
+            if (
+                hops[u, root] < hops[v, root]
+                and hops[u, root] + hops[v, u] == hops[v, root]
+                and hops[v, u] == near
+            ):
+                total, top = 0.0, 0.0
+                for lk in both[v, u]:
+                    total += load[lk]
+                    top = max(top, load[lk])
+                if top < best_top or (top == best_top and total < best_total):
+                    best_top, best_total, bu = top, total, u
+        parent[v] = bu
+        links = both[v, bu]
+        for j in range(len(links)):
+            lk = links[j]
+            seen = False
+            for k in range(j):
+                seen = seen or links[k] == lk
+            if lk != pad and not seen:  # each distinct link once
+                load[lk] += 1
+    return parent
 
 
 def _bfs_trees(
