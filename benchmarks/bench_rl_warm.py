@@ -111,11 +111,16 @@ def measure_unseen(spec: str) -> list[str]:
     ]
 
 
-def tally(rows: list[list[str]], teacher: int, greedy: int, policy: int) -> tuple[int, int]:
-    """How many rows' general policy is within 5 % of the teacher, and ≥ 3 % faster than greedy-trees."""
+def tally(rows: list[list[str]], teacher: int, greedy: int, policy: int) -> str:
+    """How many rows' general policy is within 5 % of the teacher, ≥ 3 % faster than
+    greedy-trees, and more than 1 % slower than it (issue 23's targets)."""
     near = sum(float(r[policy]) <= 1.05 * float(r[teacher]) for r in rows)
     ahead = sum(float(r[policy]) * 1.03 <= float(r[greedy]) for r in rows)
-    return near, ahead
+    behind = sum(float(r[policy]) > 1.01 * float(r[greedy]) for r in rows)
+    return (
+        f"within 5 % of the per-instance teacher on **{near}/{len(rows)}**, ≥ 3 % faster than "
+        f"greedy-trees on **{ahead}/{len(rows)}**, more than 1 % slower than it on **{behind}/{len(rows)}**"
+    )
 
 
 def main() -> None:
@@ -129,8 +134,8 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         rows = list(pool.map(measure, specs, [str(work / str(i)) for i in range(len(specs))]))
         unseen_rows = list(pool.map(measure_unseen, unseen))
-    near, ahead = tally(rows, HEAD.index("teacher"), HEAD.index("greedy-trees"), len(HEAD))
-    near_u, ahead_u = tally(unseen_rows, 3, 2, len(UNSEEN_HEAD) - len(GENERAL))
+    nine = tally(rows, HEAD.index("teacher"), HEAD.index("greedy-trees"), len(HEAD))
+    others = tally(unseen_rows, 3, 2, len(UNSEEN_HEAD) - len(GENERAL))
     shipped = read_meta(DEFAULT)
     publish(
         "hrl's warm start against its teacher (bench_rl_warm.py)",
@@ -144,10 +149,9 @@ def main() -> None:
         f"checkpoint; made by `{shipped['command']}`: "
         f"the warm start alone, its teachers sharing one kind of plan, {shipped['teacher_option']}), "
         "run unchanged; `its plan` is its chunk option and the tree shapes it chose, `infer s` the "
-        "seconds to build its schedule (numpy, one process of the pool). Issue 23's targets for it: "
-        f"within 5 % of the per-instance teacher on **{near}/{len(rows)}** of the nine "
-        f"(**{near_u}/{len(unseen_rows)}** of the unseen networks); ≥ 3 % faster than greedy-trees "
-        f"on **{ahead}/{len(rows)}** (**{ahead_u}/{len(unseen_rows)}**). Tasks ran "
+        f"seconds to build its schedule (numpy, one process of the pool). On the nine it is {nine}; "
+        f"on the unseen networks {others} (issue 23's targets: within 5 %, ≥ 3 % faster on 6 of 9, "
+        "never more than 1 % slower). Tasks ran "
         f"{args.workers} at a time. Every schedule validated. Produced by "
         "`benchmarks/bench_rl_warm.py`.",
         markdown(HEAD + GENERAL, rows)

@@ -31,6 +31,27 @@ def test_trees_span_the_ranks_and_respect_the_fanout(spec, shape):
         assert np.bincount(t.parent[t.parent >= 0], minlength=len(ranks)).max() <= 2
 
 
+@pytest.mark.parametrize(
+    "spec", ["bcube:n=3,k=1", "dcell:n=2,k=1", "torus:dims=3x3,oneway=1", "ring:n=6,reverse=100Gbps"]
+)
+def test_spt_trees_are_shortest_path_trees_that_spread_the_load(spec):
+    topo = parse_spec(spec)
+    ranks = topo.servers
+    n = len(ranks)
+    hops = topo.router.hop_matrix(ranks)
+    trees = build_trees(topo, ranks, 3 * n, shape="spt")
+    for t in trees:
+        assert t.root == t.chunk % n and t.parent[t.root] == -1
+        for v in set(range(n)) - {t.root}:  # a nearest rank one step closer on a shortest path
+            u = int(t.parent[v])
+            closer = [
+                w for w in range(n) if hops[w, t.root] < hops[v, t.root] == hops[w, t.root] + hops[v, w]
+            ]
+            assert u in closer and hops[v, u] == min(hops[v, w] for w in closer)
+    if spec.startswith("bcube"):  # a root's chunks take different dimension orders
+        assert len({tuple(t.parent) for t in trees if t.root == 0}) > 1
+
+
 def test_engine_flows_and_initial_availability():
     topo = star(4)
     trees = build_trees(topo, topo.servers, 4)
