@@ -306,7 +306,7 @@ def main() -> None:
         f"the policy (at most {D('distill')} imitation passes); the checkpoint keeps the weights "
         f"whose deterministic schedule was best on the training network). `best plan` is the fastest "
         f"fixed plan (one chunk option of the instance's: a chunk count and a number of pipeline "
-        f"stages in which the chunks enter their trees, 256 or 512 chunks in 8–32 stages up to 32 "
+        f"stages in which the chunks enter their trees, 128 or 256 chunks in 8–32 stages up to 32 "
         f"ranks; one tree shape for every chunk; one round rule for every round, among the entered "
         f"flows: greedy-trees' conflict-free rounds, every available flow, or the flow leading each "
         f"connection; greedy-trees' own plan is one of them): the warm start's "

@@ -101,6 +101,22 @@ def test_the_best_plan_is_the_fastest_fixed_plan(spec):
     assert greedy.time_s >= best.time_s
 
 
+@pytest.mark.parametrize("spec", ["ring:n=4", "hgx:boxes=2,gpus_per_box=2", "bcube:n=3,k=1"])
+def test_chunk_options_fit_a_runtime_and_pay_their_latency(spec):
+    """No option has more than 256 chunks (MSCCL's steps per thread block); a pipelined
+    option's chunks take at least α to cross the slowest link, so a 1 MB message is offered
+    one-stage options only and a 256 MB one pipelined options too."""
+    topo = parse_spec(spec)
+    slowest = min(topo.compiled.capacity)
+    piped = {}
+    for nbytes in (1e6, 16e6, 256e6):
+        options = Instance(topo, nbytes=nbytes).chunk_options
+        assert all(c <= 256 for c, _ in options) and any(s == 1 for _, s in options)
+        piped[nbytes] = [c for c, s in options if s > 1]
+        assert all(nbytes / c >= DEFAULT_ALPHA * slowest for c in piped[nbytes])
+    assert not piped[1e6] and piped[256e6]
+
+
 def test_the_rules_release_what_they_say():
     """Round by round: greedy's release is conflict-free, asap's everything available, lead's
     one flow per connection, the one with the longest critical path there."""

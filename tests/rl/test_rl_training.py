@@ -9,6 +9,7 @@ import itertools
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 import zipfile
 
 import numpy as np
@@ -37,6 +38,7 @@ from arsched.rl.training import (
     train,
     update,
 )
+from arsched.runtime import to_xml
 from arsched.sim import DEFAULT_ALPHA
 from arsched.topology import parse_spec
 
@@ -265,6 +267,15 @@ def test_the_shipped_checkpoint_loads_and_records_its_command():
     assert validate(s).ok and s.meta["hrl"]["trained_on"] == meta["topologies"]
     chosen = (s.meta["hrl"]["chunks"], s.meta["hrl"]["stages"])  # one of the instance's options
     assert chosen[0] == s.num_chunks and chosen in Instance(topo, None, 1e6).chunk_options
+
+
+@pytest.mark.parametrize("spec", ["ring:n=4", "bcube:n=3,k=1"])
+def test_the_shipped_policys_schedules_export_to_msccl(spec):
+    """At the size it was trained for, too, the shipped policy's schedule runs on MSCCL: no
+    thread block past 256 steps."""
+    s = build("hrl", parse_spec(spec), None, 256e6)
+    root = ET.fromstring(to_xml(s))
+    assert max(len(tb) for tb in root.iter("tb")) <= 256
 
 
 def test_hrl_schedules_do_not_depend_on_where_arsched_is_installed(tmp_path):

@@ -7,7 +7,10 @@ a connection carries the first stage's chunks before the second's (one stage: al
 once). The options are the counts greedy-trees weighs (`candidate_chunks`: about 4 per rank on
 small networks, and one per rank) plus two per rank, in one stage, and on networks of up to
 `PIPELINE_RANKS` ranks the `PIPELINE_CHUNKS` counts in each of the `STAGES` that leave at least
-half a chunk per rank in every stage. For each count every chunk has one tree of each of the
+half a chunk per rank in every stage, where a chunk takes at least α (`DEFAULT_ALPHA`) to cross
+the slowest link (smaller chunks pay more in latency than they gain in overlap). No option has
+more than 256 chunks: a tree schedule puts up to one step per chunk on a connection, and MSCCL
+runs at most 256 steps per thread block. For each count every chunk has one tree of each of the
 `SHAPES` of `arsched.algorithms.flowtrees` (shortest-path, shallow, load-balanced, ring chain,
 nearest first): the trees are built once per instance and count, and an episode only picks
 among them. Every tree's directed-link usage (its reduces up and broadcasts down, on their
@@ -28,11 +31,12 @@ from arsched.algorithms.flowtrees import SHAPES, FlowTree, FlowTreeEngine, build
 from arsched.algorithms.greedy_trees import MAX_RANKS, candidate_chunks
 from arsched.algorithms.registry import NotApplicable
 from arsched.algorithms.trees import tree_heights
+from arsched.defaults import DEFAULT_ALPHA
 from arsched.topology.core import Topology
 
 MAX_TREES = 256  # chunks of a one-stage option: each is a step of the upper level
 PIPELINE_RANKS = 32  # the most ranks with pipelined options (an engine's flows: chunks × ranks)
-PIPELINE_CHUNKS = (256, 512)  # counts of the pipelined options (bench_rl_warm: the best at 512)
+PIPELINE_CHUNKS = (128, 256)  # counts of the pipelined options (MSCCL: 256 steps per thread block)
 STAGES = (8, 16, 32)
 
 
@@ -65,7 +69,13 @@ class Instance:
             )
         counts = [(c, 1) for c in sorted({*candidate_chunks(n, None), 2 * n}) if c <= MAX_TREES]
         small = n <= PIPELINE_RANKS
-        piped = [(c, s) for c in PIPELINE_CHUNKS for s in STAGES if small and 2 * c >= s * n]
+        slowest = float(np.min(self.capacity, initial=np.inf))
+        piped = [
+            (c, s)
+            for c in PIPELINE_CHUNKS
+            for s in STAGES
+            if small and 2 * c >= s * n and self.nbytes / c >= DEFAULT_ALPHA * slowest
+        ]
         self.chunk_options: tuple[tuple[int, int], ...] = tuple(counts + piped)  # (chunks, stages)
         self._libraries: dict[int, Library] = {}
         self.best_plans: dict[float, object] = {}  # per α, the best fixed plan's episode (rollout)
