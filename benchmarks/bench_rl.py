@@ -37,6 +37,7 @@ import numpy as np
 from arsched.algorithms import build
 from arsched.algorithms.registry import NotApplicable
 from arsched.collective import validate
+from arsched.rl.checkpoint import DEFAULT, read_meta
 from arsched.rl.config import TrainConfig
 from arsched.sim import DEFAULT_ALPHA, simulate_flow
 from arsched.topology import parse_spec
@@ -55,14 +56,7 @@ INSTANCES = [
     "jellyfish:switches=16,ports=4,net_ports=3,seed=1",
     "jellyfish:switches=16,ports=5,net_ports=3,seed=2",
 ]
-GENERAL_SET = [  # every family, none of the evaluated networks: other sizes and seeds
-    "bcube:n=2,k=2",
-    "dcell:n=2,k=1",
-    "jellyfish:switches=12,ports=4,net_ports=3,seed=5",
-    "jellyfish:switches=10,ports=5,net_ports=3,seed=7",
-    "torus:dims=3x3",
-    "fattree:k=4",
-]
+GENERAL_SET = read_meta(DEFAULT)["topologies"]  # the shipped policy's: none of the evaluated networks
 UNSEEN = [  # families or link kinds the general policy never saw
     "leafspine:leaves=4,spines=2,servers_per_leaf=3",
     "hgx:boxes=2,gpus_per_box=4",
@@ -96,20 +90,29 @@ def baselines(spec: str) -> dict[str, float | None]:
     return gaps
 
 
-def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool) -> dict:
+def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool, shared: bool = False) -> dict:
     """Train one policy (unless `out` holds this very training already, on today's features:
-    `--work` resumes a cut run); its metadata and the curve from log.csv."""
+    `--work` resumes a cut run); `shared`: with `--shared-teacher`. Its metadata and the curve
+    from log.csv."""
     import json
 
     from arsched.rl.training import train
 
-    cfg = TrainConfig(spec, out=Path(out), iterations=iterations, seed=seed, warm_start=warm, nbytes=SIZE)
+    cfg = TrainConfig(
+        spec,
+        out=Path(out),
+        iterations=iterations,
+        seed=seed,
+        warm_start=warm,
+        nbytes=SIZE,
+        shared_teacher=shared,
+    )
     done = Path(out) / "meta.json"
     meta = json.loads(done.read_text()) if done.is_file() else {}
     from arsched.rl.checkpoint import FEATURE_VERSION
 
-    keys = ("topologies", "iterations", "seed", "warm_start", "feature_version")
-    same = [meta.get(k) for k in keys] == [spec, iterations, seed, warm, FEATURE_VERSION]
+    keys = ("topologies", "iterations", "seed", "warm_start", "shared_teacher", "feature_version")
+    same = [meta.get(k) for k in keys] == [spec, iterations, seed, warm, shared, FEATURE_VERSION]
     if not same:
         meta = train(cfg)
     meta["curve"] = [
@@ -190,7 +193,12 @@ def rerun_baselines() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iterations", type=int, default=25, help="training iterations per instance")
-    ap.add_argument("--general-iterations", type=int, default=25, help="iterations of the general policy")
+    ap.add_argument(
+        "--general-iterations",
+        type=int,
+        default=read_meta(DEFAULT)["iterations"],
+        help="iterations of the general policy (default: the shipped policy's; it has its settings)",
+    )
     ap.add_argument("--curve-iterations", type=int, default=20, help="iterations of each curve's training")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="three instances, tiny budgets (a smoke run)")
@@ -217,7 +225,7 @@ def main() -> None:
     t_all = time.perf_counter()
 
     with ProcessPoolExecutor(args.workers) as pool:
-        general = pool.submit(training, GENERAL_SET, str(work / "general"), general_its, 0, True)
+        general = pool.submit(training, GENERAL_SET, str(work / "general"), general_its, 0, True, True)
         warm0 = {
             s: pool.submit(training, [s], str(work / f"w0-{i}"), 0, 0, True) for i, s in enumerate(instances)
         }
@@ -297,6 +305,7 @@ def main() -> None:
             )  # fmt: skip
     _plot_curves(curve, curves, seeds)
     n = len(instances)
+    cut = " after resuming a cut run with --work" if resumed else " in all"
     intro = (
         f"Flow model (in-order connections, α = 5 µs) at 256 MB, gap = time / lower bound; every "
         f"schedule validated. `hrl` is trained per instance with `arsched train -t SPEC --iterations {its}` "
@@ -317,12 +326,12 @@ def main() -> None:
         f"step): the same networks and compute without learning. `hrl best-of-{SAMPLES}` keeps the "
         f"fastest of the deterministic episode and {SAMPLES - 1} samples (a search at inference). "
         f"`hrl general` is one policy trained ({general_its} iterations, {general['train_seconds']:.0f} s, "
-        f"{general['simulations']} simulations) on {', '.join(GENERAL_SET)} and run unchanged on "
-        f"every network here (all held out). Native: bcube-native on BCube, torus-native on tori, "
-        f"none elsewhere. Tasks ran {args.workers} at a time, each on one thread ({wall / 60:.0f} "
-        f"minutes{' after resuming a cut run with --work' if resumed else ' in all'}), so `train s` "
-        f"and `infer ms` are measured with {args.workers} tasks sharing the cores (and other work on "
-        f"the machine)."
+        f"{general['simulations']} simulations, `--shared-teacher`: the shipped policy's settings, so "
+        f"at {read_meta(DEFAULT)['iterations']} iterations the shipped policy) on {', '.join(GENERAL_SET)} "
+        f"and run unchanged on every network here (all held out). Native: bcube-native on BCube, "
+        f"torus-native on tori, none elsewhere. Tasks ran {args.workers} at a time, each on one "
+        f"thread ({wall / 60:.0f} minutes{cut}), so `train s` and `infer ms` are measured with "
+        f"{args.workers} tasks sharing the cores (and other work on the machine)."
         + (
             f" Not run this time: {', '.join(s for s in INSTANCES if s not in instances)}."
             if len(instances) < len(INSTANCES) and not args.quick
