@@ -56,7 +56,8 @@ INSTANCES = [
     "jellyfish:switches=16,ports=4,net_ports=3,seed=1",
     "jellyfish:switches=16,ports=5,net_ports=3,seed=2",
 ]
-GENERAL_SET = read_meta(DEFAULT)["topologies"]  # the shipped policy's: none of the evaluated networks
+SHIPPED = read_meta(DEFAULT)  # the shipped policy's metadata: the general policy is trained as it was
+GENERAL_SET = SHIPPED["topologies"]  # none of the evaluated networks
 UNSEEN = [  # families or link kinds the general policy never saw
     "leafspine:leaves=4,spines=2,servers_per_leaf=3",
     "hgx:boxes=2,gpus_per_box=4",
@@ -196,7 +197,7 @@ def main() -> None:
     ap.add_argument(
         "--general-iterations",
         type=int,
-        default=read_meta(DEFAULT)["iterations"],
+        default=SHIPPED["iterations"],
         help="iterations of the general policy (default: the shipped policy's; it has its settings)",
     )
     ap.add_argument("--curve-iterations", type=int, default=20, help="iterations of each curve's training")
@@ -327,7 +328,7 @@ def main() -> None:
         f"fastest of the deterministic episode and {SAMPLES - 1} samples (a search at inference). "
         f"`hrl general` is one policy trained ({general_its} iterations, {general['train_seconds']:.0f} s, "
         f"{general['simulations']} simulations, `--shared-teacher`: the shipped policy's settings, so "
-        f"at {read_meta(DEFAULT)['iterations']} iterations the shipped policy) on {', '.join(GENERAL_SET)} "
+        f"at {SHIPPED['iterations']} iterations the shipped policy) on {', '.join(GENERAL_SET)} "
         f"and run unchanged on every network here (all held out). Native: bcube-native on BCube, "
         f"torus-native on tori, none elsewhere. Tasks ran {args.workers} at a time, each on one "
         f"thread ({wall / 60:.0f} minutes{cut}), so `train s` and `infer ms` are measured with "

@@ -9,8 +9,8 @@ small networks, and one per rank) plus two per rank, in one stage, and on networ
 `PIPELINE_RANKS` ranks the `PIPELINE_CHUNKS` counts in each of the `STAGES` that leave at least
 half a chunk per rank in every stage, where a chunk takes at least α (`DEFAULT_ALPHA`) to cross
 the slowest link (smaller chunks pay more in latency than they gain in overlap). No option has
-more than 256 chunks: a tree schedule puts up to one step per chunk on a connection, and MSCCL
-runs at most 256 steps per thread block. For each count every chunk has one tree of each of the
+more chunks than MSCCL runs steps per thread block (`MAX_STEPS_PER_TB`, 256): a tree schedule
+puts up to one step per chunk on a connection. For each count every chunk has one tree of each of the
 `SHAPES` of `arsched.algorithms.flowtrees` (shortest-path, shallow, load-balanced, ring chain,
 nearest first): the trees are built once per instance and count, and an episode only picks
 among them. Every tree's directed-link usage (its reduces up and broadcasts down, on their
@@ -32,11 +32,12 @@ from arsched.algorithms.greedy_trees import MAX_RANKS, candidate_chunks
 from arsched.algorithms.registry import NotApplicable
 from arsched.algorithms.trees import tree_heights
 from arsched.defaults import DEFAULT_ALPHA
+from arsched.runtime.msccl_format import MAX_STEPS_PER_TB
 from arsched.topology.core import Topology
 
 MAX_TREES = 256  # chunks of a one-stage option: each is a step of the upper level
 PIPELINE_RANKS = 32  # the most ranks with pipelined options (an engine's flows: chunks × ranks)
-PIPELINE_CHUNKS = (128, 256)  # counts of the pipelined options (MSCCL: 256 steps per thread block)
+PIPELINE_CHUNKS = (MAX_STEPS_PER_TB // 2, MAX_STEPS_PER_TB)  # counts of the pipelined options
 STAGES = (8, 16, 32)
 
 
