@@ -151,13 +151,14 @@ def restart_search(spec: str, calls: int, warm_policy: str | None, seed: int, ou
 
 
 def inference(spec: str, checkpoint: str, samples: int = 1) -> tuple[float, float]:
-    """The policy's schedule's gap and the seconds to build it."""
+    """The policy's own schedule's gap (no fallback to greedy-trees: this measures learning) and
+    the seconds to build it."""
     import torch
 
     torch.set_num_threads(1)
     topo = parse_spec(spec)
     t0 = time.perf_counter()
-    s = build("hrl", topo, None, SIZE, checkpoint=checkpoint, samples=samples)
+    s = build("hrl", topo, None, SIZE, checkpoint=checkpoint, samples=samples, fallback=False)
     return flow_gap(s), time.perf_counter() - t0
 
 
@@ -320,7 +321,9 @@ def main() -> None:
         f"ranks; one tree shape for every chunk; one round rule for every round, among the entered "
         f"flows: greedy-trees' conflict-free rounds, every available flow, or the flow leading each "
         f"connection; greedy-trees' own plan is one of them): the warm start's "
-        f"teacher, so what `hrl` gains over it is what learning found. `sims` is the number of flow-model "
+        f"teacher, so what `hrl` gains over it is what learning found. Every `hrl` column is the "
+        f"policy's own schedule (`--no-fallback`; `-a hrl` by default keeps greedy-trees' plan where "
+        f"that is faster: bench_rl_warm). `sims` is the number of flow-model "
         f"simulations that training used; `random restarts` and `warm samples` are given exactly "
         f"that many: the fastest of that many episodes with uniformly random decisions, and of "
         f"that many episodes sampled from the warm-start policy (imitation only, no policy-gradient "

@@ -35,7 +35,12 @@ def test_train_then_schedule_with_the_checkpoint(capsys, tmp_path):
 def test_hrl_with_the_shipped_policy(capsys, tmp_path):
     sched = tmp_path / "s.json"
     code, _, _ = run(capsys, "schedule", "-t", "dcell:n=3,k=1", "-a", "hrl", "-o", str(sched))
-    assert code == 0 and validate(load(sched)).ok
+    assert code == 0 and validate(load(sched)).ok and load(sched).meta["params"]["fallback"]
+    argv = ["schedule", "-t", "dcell:n=3,k=1", "-a", "hrl", "--no-fallback", "-o", str(sched)]
+    code, _, _ = run(capsys, *argv)
+    s = load(sched)
+    assert code == 0 and validate(s).ok and not s.meta["params"]["fallback"]
+    assert s.meta["hrl"]["source"] == "policy"
 
 
 def test_bad_input_is_one_sentence(capsys, tmp_path):
@@ -53,6 +58,7 @@ def test_bad_input_is_one_sentence(capsys, tmp_path):
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--samples", "0", "-o", s],
+        ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--no-fallback", "-o", s],
     ):
         code, _, err = run(capsys, *argv)
         assert_one_line_error(code, err)

@@ -23,6 +23,7 @@ from arsched.errors import ArschedError
 from arsched.rl import checkpoint, instance
 from arsched.rl.episode import RULES
 from arsched.rl.forward import shapes
+from arsched.rl.hrl import FALLBACK
 from arsched.rl.instance import Instance
 from arsched.rl.nets import Policy
 from arsched.rl.rollout import Plan, Timer, best_plan, run
@@ -39,7 +40,7 @@ from arsched.rl.training import (
     update,
 )
 from arsched.runtime import to_xml
-from arsched.sim import DEFAULT_ALPHA
+from arsched.sim import DEFAULT_ALPHA, simulate_flow
 from arsched.topology import parse_spec
 
 TRAIN = ["bcube:n=2,k=2", "dcell:n=2,k=1"]
@@ -86,6 +87,25 @@ def test_the_same_seed_gives_the_same_weights(trained, tmp_path):
 def test_a_trained_policy_gives_valid_schedules_on_seen_and_unseen_networks(trained, spec):
     s = build("hrl", parse_spec(spec), None, 16e6, checkpoint=str(trained[0]), samples=2)
     assert validate(s).ok and s.meta["params"]["samples"] == 2
+
+
+def test_the_fallback_keeps_the_faster_of_the_policy_and_greedy_trees(tmp_path):
+    """An untrained policy (random weights) loses to greedy-trees somewhere: `hrl` keeps
+    greedy-trees' plan there, its own schedule where that is faster, and says which."""
+    train(_config(tmp_path, iterations=0, warm_start=False))
+    sources = set()
+    for spec in HELD_OUT:
+        topo = parse_spec(spec)
+        own = build("hrl", topo, None, 16e6, checkpoint=str(tmp_path), fallback=False)
+        kept = build("hrl", topo, None, 16e6, checkpoint=str(tmp_path))
+        greedy = build("greedy-trees", topo, None, 16e6)
+        t_own, t_kept, t_greedy = (simulate_flow(s, DEFAULT_ALPHA).time_s for s in (own, kept, greedy))
+        assert validate(kept).ok and kept.algorithm == "hrl" and kept.meta["params"]["fallback"]
+        assert own.meta["hrl"]["source"] == "policy"
+        assert t_kept == pytest.approx(min(t_own, t_greedy), rel=1e-9)
+        sources.add(kept.meta["hrl"]["source"])
+        assert kept.meta["hrl"]["source"] == ("policy" if t_own <= t_greedy else FALLBACK)
+    assert FALLBACK in sources  # else this test did not exercise the fallback
 
 
 def test_advantages_are_standard_scores_within_the_group():

@@ -71,6 +71,8 @@ GOOD_ENOUGH = 1.01  # a schedule this close to the bound ends the search
 GRACE = 1.0  # of the budget, more for simulating what was built but cut short
 CROWDED = 100_000  # rank pairs in one step above which a schedule is simulated after the others
 SCREEN = 1e-6  # margin over the event simulation's grouping of near-simultaneous events (1e-9)
+# hrl's fallback replays greedy-trees' plan, which auto builds and times as a candidate anyway
+OWN = {"hrl": {"fallback": False}}
 
 
 def _candidates(names: Sequence[str] | str | None, collective: str = "allreduce") -> list[str]:
@@ -222,7 +224,7 @@ def search(
         log.info("auto: building %s (%d of %d)", name, i + 1, len(names))
         start = time.perf_counter()
         try:
-            schedule = build(name, topology, rs, nbytes, collective, root)
+            schedule = build(name, topology, rs, nbytes, collective, root, **OWN.get(name, {}))
         except (NotApplicable, LimitError) as e:
             tried.append({"algorithm": name, "note": str(e)})
             continue

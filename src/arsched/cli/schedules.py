@@ -240,6 +240,13 @@ def schedule(
     samples: Annotated[
         int, typer.Option(help="hrl: keep the best of the deterministic run and k − 1 seeded samples.")
     ] = 1,
+    fallback: Annotated[
+        bool,
+        typer.Option(
+            "--fallback/--no-fallback",
+            help="hrl: keep greedy-trees' plan where it is faster than the policy's schedule.",
+        ),
+    ] = True,
     budget: Annotated[
         float | None,
         typer.Option(
@@ -268,10 +275,13 @@ def schedule(
     params = {} if chunks is None else {"chunks": chunks}
     if algorithm == "hrl":
         params.update(
-            samples=samples, seed=seed, **({} if checkpoint is None else {"checkpoint": checkpoint})
+            samples=samples,
+            seed=seed,
+            fallback=fallback,
+            **({} if checkpoint is None else {"checkpoint": checkpoint}),
         )
-    elif checkpoint is not None or samples != 1:
-        raise ArschedError("--checkpoint and --samples apply only to --algorithm hrl")
+    elif checkpoint is not None or samples != 1 or not fallback:
+        raise ArschedError("--checkpoint, --samples and --no-fallback apply only to --algorithm hrl")
     if budget is not None:
         if algorithm != "auto":
             raise ArschedError("--budget applies only to --algorithm auto")

@@ -79,7 +79,8 @@ def run(p: RLParams, folder: Path, task_id: str) -> RLRow:
         shutil.rmtree(path, ignore_errors=True)
         meta = train(config)
     topo = topology(p.topology)
-    hrl = {m: evaluate(topo, "hrl", size, m, params={"checkpoint": str(path)}) for m in ("rounds", "flow")}
+    own = {"checkpoint": str(path), "fallback": False}  # the policy's own schedule: what training made
+    hrl = {m: evaluate(topo, "hrl", size, m, params=own) for m in ("rounds", "flow")}
     greedy = {m: evaluate(topo, "greedy-trees", size, m) for m in ("rounds", "flow")}
     if hrl["flow"].note:
         raise ArschedError(f"hrl did not apply to {p.topology}: {hrl['flow'].note}")
