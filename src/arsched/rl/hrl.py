@@ -32,7 +32,6 @@ from arsched.rl.instance import Instance
 from arsched.rl.rollout import Timer, greedy_plan, run
 from arsched.topology.core import Topology
 
-
 FALLBACK = "greedy-trees' plan (fallback)"  # `meta["hrl"]["source"]` where the fallback was kept
 
 

@@ -177,6 +177,30 @@ def test_the_placement_keeps_its_load_and_steps_right():
     assert plan.time == pytest.approx(busiest.sum() + (busiest > 0).sum() * 1e-5)
 
 
+@pytest.mark.parametrize("spec", ["dcell:n=3,k=1", "hgx:boxes=2,gpus_per_box=4"])
+def test_a_compiled_sweep_is_the_chunk_by_chunk_placement_under_numpys_prices(spec):
+    """Two sweeps (the first placement and one rip-up pass), compiled with prices taken again
+    only where the load moved, equal the chunk-by-chunk placement under every price taken
+    afresh by numpy: the same columns and load, to the bit."""
+    topo = parse_spec(spec)
+    net = B.Network.of(topo, tuple(topo.servers))
+    n, chunks = len(net.pair), 3 * len(net.pair) + 1
+    placer = B.Placer(net, net.least_steps + 1, chunks)
+    placer.sweep()
+    load, use = np.zeros_like(placer.load), net.use
+    columns = [(None, None, np.zeros(0, dtype=np.int64))] * chunks
+    for _ in range(2):
+        for k in range(chunks):
+            B._add(load.reshape(-1), columns[k][2], placer.inverse, -1.0)
+            weight = np.exp(placer.sharpness * (load / max(load.max(), 1e-300)))
+            wide = net.wide_parents[k % n], net.wide_heights[k % n]
+            args = (net.caps, load, placer.inverse, use.indptr, use.indices, use.data, net.pair)
+            columns[k] = B._placement(weight, *args, *net.edges, *net.into, k % n, *wide, len(net.caps))
+    assert np.array_equal(load, placer.load)
+    for got, want in zip(placer.columns, columns, strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
 def test_polish_keeps_the_fastest_placement_it_saw():
     """Sweeps after polish: the time is the least of the times after every sweep that plain
     sweeps from the same start reach (sweeps are deterministic), and the load kept is its
@@ -223,7 +247,7 @@ def test_the_compiled_costs_and_rows_are_numpys_to_the_bit(spec):
     up, down = price[s][:, net.pair[u, v]].T, price[2 * steps - 1 - s][:, net.pair[v, u]].T
     want = up + down - 1e-12 * np.arange(1, steps + 1)
     assert np.array_equal(cost, want) and np.array_equal(prefix, np.minimum.accumulate(want, axis=1))
-    parent, height = net.wide[0]  # a tree, and steps for it, to take the rows of
+    parent, height = net.wide_parents[0], net.wide_heights[0]  # a tree, and steps for it, to take the rows of
     step = B.cheapest_steps(parent, height, rng.random((n, steps)))[1]
     rows = B._rows(parent, step, steps, net.pair, net.use.indptr, net.use.indices, len(net.caps))
     kids = np.flatnonzero(parent >= 0)
@@ -282,13 +306,14 @@ def test_a_stranded_prim_tree_is_joined_and_its_steps_chosen_again():
         grown, step, _ = B.prim(cost, prefix, root, u, v, *net.into)
         kept = grown.copy()
         kept[np.argsort(-step, kind="stable")[n // 2 :]] = -1  # the later half stranded
-        parent, step = B._restep(kept, root, price, prefix, net.pair, *net.wide[root], u, v)
+        wide = net.wide_parents[root], net.wide_heights[root]
+        parent, step = B._restep(kept, root, price, prefix, net.pair, *wide, u, v)
         assert (parent >= 0).sum() == n - 1 and parent[root] == -1
         had = kept >= 0
         if np.array_equal(parent[had], kept[had]):
             joined += 1
         else:  # only where the joined tree was taller than R
-            assert np.array_equal(parent, net.wide[root][0])
+            assert np.array_equal(parent, net.wide_parents[root])
         kids = np.flatnonzero(parent >= 0)
         assert (step[kids] < step[parent[kids]]).all() and step[kids].min() >= 1 and step[root] == steps + 1
         columns.append((parent, step))

@@ -184,8 +184,8 @@ class Network:
     """What every plan over the overlay shares: its `routes`, their `pair` index, (pairs × links)
     `use` and the links' capacities `caps` in units of `scale` bytes/s, the pairs routed both
     ways as (children, parents) `edges` with `into` (ptr, edge ids) listing each rank's edges
-    from its children, and the breadth-first tree hung from every rank with the heights of its
-    nodes."""
+    from its children, and the breadth-first tree hung from every rank r, `wide_parents[r]`,
+    with the heights of its nodes, `wide_heights[r]`."""
 
     routes: Routes
     pair: np.ndarray
@@ -194,7 +194,8 @@ class Network:
     scale: float
     edges: tuple[np.ndarray, np.ndarray]
     into: tuple[np.ndarray, np.ndarray]
-    wide: list[tuple[np.ndarray, np.ndarray]]
+    wide_parents: np.ndarray
+    wide_heights: np.ndarray
 
     @classmethod
     def of(cls, topology: Topology, ranks: tuple[str, ...]) -> Network:
@@ -214,39 +215,75 @@ class Network:
         scale = float(cap.max())
         ptr = np.concatenate([[0], np.cumsum(np.bincount(edges[1], minlength=n))])
         into = (ptr, np.argsort(edges[1], kind="stable"))
-        wide_trees = [(p, tree_heights(p)) for p in wide]
-        return cls(routes, pair, use, cap / scale, scale, edges, into, wide_trees)
+        heights = np.stack([tree_heights(p) for p in wide]).astype(np.int64)
+        return cls(routes, pair, use, cap / scale, scale, edges, into, np.stack(wide), heights)
 
     @property
     def least_steps(self) -> int:
         """The overlay's diameter + 1: every breadth-first tree fits in this many steps."""
-        return max(int(height.max()) for _, height in self.wide) + 1
+        return int(self.wide_heights.max()) + 1
 
 
 class Placer:
     """`chunks` chunks placed over R = `steps` reduce steps of `net`, one column each, under
     prices of sharpness β = `sharpness`, and the (2R × links) load they put on the link-steps
-    (in chunks / capacity)."""
+    (in chunks / capacity). Column k is row k of `parents` and `reduce_steps` (parent, reduce
+    step of every rank) and the first `lengths[k]` entries of row k of `rows` (the link-steps
+    it loads)."""
 
     def __init__(self, net: Network, steps: int, chunks: int, sharpness: float = SHARPNESS[0]) -> None:
         self.net, self.steps, self.n, self.sharpness = net, steps, len(net.pair), sharpness
         self.load = np.zeros((2 * steps, len(net.caps)))
         self.inverse = np.tile(1 / net.caps, 2 * steps)  # a chunk's load on row (s, e)
-        self.columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # parent, step, rows
-        none = np.zeros(0, dtype=np.int64)
-        for k in range(chunks):
-            self.columns.append(self._place(k % self.n, none))
+        n = self.n
+        self.parents = np.full((chunks, n), -1, dtype=np.int64)
+        self.reduce_steps = np.zeros((chunks, n), dtype=np.int64)
+        # a column loads each route link of each of its n − 1 edges twice (up and down)
+        self.rows = np.zeros((chunks, 2 * (n - 1) * int(net.routes.hops.max())), dtype=np.int64)
+        self.lengths = np.zeros(chunks, dtype=np.int64)
+        self.sweep()  # the first placement: chunk k under the load of the chunks before it
+
+    @property
+    def columns(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(parent, step, rows) of every column."""
+        return [
+            (self.parents[k], self.reduce_steps[k], self.rows[k, : self.lengths[k]])
+            for k in range(len(self.lengths))
+        ]
 
     def sweep(self) -> None:
-        """Take every chunk out and place it again under the load of all the others."""
-        for k in range(len(self.columns)):
-            self.columns[k] = self._place(k % self.n, self.columns[k][2])
+        """Take every chunk out and place it again under the load of all the others (a chunk
+        not placed yet has nothing to take out)."""
+        net = self.net
+        use = net.use
+        _sweep(
+            self.load,
+            self.inverse,
+            self.sharpness,
+            net.caps,
+            use.indptr,
+            use.indices,
+            use.data,
+            net.pair,
+            *net.edges,
+            *net.into,
+            net.wide_parents,
+            net.wide_heights,
+            len(net.caps),
+            self.parents,
+            self.reduce_steps,
+            self.rows,
+            self.lengths,
+        )
+
+    def _state(self) -> tuple[np.ndarray, ...]:
+        return tuple(a.copy() for a in (self.parents, self.reduce_steps, self.rows, self.lengths, self.load))
 
     def polish(self, nbytes: float, overhead: float, sweeps: int) -> None:
         """Up to `sweeps` sweeps, keeping the fastest placement seen (a sweep re-places every
         chunk under the others' current load, so a pass can undo what the last one gained):
         stops after `PATIENCE` sweeps in a row without a faster one."""
-        best = (self.time(nbytes, overhead), list(self.columns), self.load.copy())
+        best = (self.time(nbytes, overhead), self._state())
         idle = 0
         for _ in range(sweeps):
             if idle >= PATIENCE:
@@ -254,15 +291,15 @@ class Placer:
             self.sweep()
             t = self.time(nbytes, overhead)
             if t < best[0]:
-                best, idle = (t, list(self.columns), self.load.copy()), 0
+                best, idle = (t, self._state()), 0
             else:
                 idle += 1
-        self.columns, self.load = best[1], best[2]
+        self.parents, self.reduce_steps, self.rows, self.lengths, self.load = best[1]
 
     def time(self, nbytes: float, overhead: float) -> float:
         """The time with barriers for `nbytes`: every step as long as its busiest link needs,
         plus `overhead` seconds."""
-        per_step = self.load.max(axis=1) * nbytes / len(self.columns) / self.net.scale
+        per_step = self.load.max(axis=1) * nbytes / len(self.lengths) / self.net.scale
         return float(per_step.sum() + (per_step > 0).sum() * overhead)
 
     def plan(self, nbytes: float, overhead: float) -> BalancedPlan:
@@ -270,39 +307,81 @@ class Placer:
         columns = [(p, s) for p, s, _ in self.columns]
         return BalancedPlan(columns, self.net.routes, self.steps, self.time(nbytes, overhead))
 
-    def _place(self, root: int, old: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Take the chunk's `old` rows off the load, then place it from `root`: the Prim tree
-        under the current prices; where Prim strands ranks, that tree with the stranded ranks
-        joined by their cheapest edges and every step chosen again by `cheapest_steps`, or the
-        breadth-first tree from `root` if that is taller than R. With its rows, which go on the
-        load. All but the exponentials is compiled, in two calls (`_exponents`, `_placement`);
-        they stay in numpy, so the plan is numpy's to the last bit."""
-        net = self.net
-        use = net.use
-        weight = np.exp(_exponents(self.load, old, self.inverse, self.sharpness))
-        return _placement(
-            weight,
-            net.caps,
-            self.load,
-            self.inverse,
-            use.indptr,
-            use.indices,
-            use.data,
-            net.pair,
-            *net.edges,
-            *net.into,
-            root,
-            *net.wide[root],
-            len(net.caps),
-        )
-
 
 @numba.njit(cache=True)
-def _exponents(load, old, inverse, sharpness):  # pragma: no cover - compiled
-    """The chunk's `old` rows taken off `load`, then β · load / (its largest entry): the
-    exponents of the link-step prices exp(β · relative load) / capacity."""
-    _add(load.reshape(-1), old, inverse, -1.0)
-    return sharpness * (load / max(load.max(), 1e-300))
+def _sweep(
+    load,
+    inverse,
+    sharpness,
+    caps,
+    indptr,
+    indices,
+    data,
+    pair,
+    u,
+    v,
+    into_ptr,
+    into_edge,
+    wide_parents,
+    wide_heights,
+    num_links,
+    parents,
+    reduce_steps,
+    rows,
+    lengths,
+):  # pragma: no cover - compiled
+    """`Placer.sweep`, compiled (one call per sweep, not per chunk: the calls cost more than
+    the placements on networks of 30 ranks): chunk k (rooted at rank k mod n) in turn is taken
+    off `load` and placed again, the Prim tree under the current prices (`_placement`; where
+    Prim strands ranks, that tree with the stranded ranks joined by their cheapest edges and
+    every step chosen again by `cheapest_steps`, or the breadth-first tree from the root if
+    that is taller than R), its column written into `parents`, `reduce_steps`, `rows` and
+    `lengths`. A link-step costs exp(β · load / highest load) / capacity, taken again only
+    where the load moved unless the highest load moved (every price then): the same numbers as
+    taking them all each time, at a fraction of the exponentials; numba's exp is numpy's to the
+    bit on the machines measured (`benchmarks/fingerprints.py` unchanged)."""
+    n = len(pair)
+    flat = load.reshape(-1)
+    weight = np.empty_like(load)
+    prices = weight.reshape(-1)
+    top = -1.0  # the highest load the weights were taken at (none yet)
+    placed = np.empty(0, dtype=np.int64)
+    for k in range(len(lengths)):
+        old = rows[k, : lengths[k]]
+        _add(flat, old, inverse, -1.0)
+        high = max(load.max(), 1e-300)
+        if high != top:  # every price moves
+            for i in range(len(flat)):
+                prices[i] = np.exp(sharpness * (flat[i] / high))
+            top = high
+        else:  # only the link-steps of the last chunk placed and of this one's old column moved
+            for i in placed:
+                prices[i] = np.exp(sharpness * (flat[i] / high))
+            for i in old:
+                prices[i] = np.exp(sharpness * (flat[i] / high))
+        root = k % n
+        parent, step, placed = _placement(
+            weight,
+            caps,
+            load,
+            inverse,
+            indptr,
+            indices,
+            data,
+            pair,
+            u,
+            v,
+            into_ptr,
+            into_edge,
+            root,
+            wide_parents[root],
+            wide_heights[root],
+            num_links,
+        )
+        parents[k] = parent
+        reduce_steps[k] = step
+        lengths[k] = len(placed)
+        rows[k, : len(placed)] = placed
 
 
 @numba.njit(cache=True)
@@ -324,7 +403,7 @@ def _placement(
     wide_height,
     num_links,
 ):  # pragma: no cover - compiled
-    """(parent, step, rows) of `Placer._place` under link-step weights `exponential` / `caps`,
+    """(parent, step, rows) of a chunk placed from `root` under link-step weights `exponential` / `caps`,
     its rows added to `load`: `_costs`, `prim`, `_restep` where Prim strands ranks, `_rows`."""
     price, cost, prefix = _costs(exponential / caps, indptr, indices, data, pair, u, v)
     parent, step, complete = prim(cost, prefix, root, u, v, into_ptr, into_edge)
@@ -368,7 +447,7 @@ def _restep(parent, root, price, prefix, pair, wide_parent, wide_height, u, v): 
 
 @numba.njit(cache=True)
 def _costs(weight, indptr, indices, data, pair, u, v):
-    """(price, cost, prefix) of `Placer._place`: the (2R × pairs) prices, Σ over each pair's
+    """(price, cost, prefix) of a chunk's placement (`_sweep`): the (2R × pairs) prices, Σ over each pair's
     route of `weight` (a link-step's exp(β·load / highest load) / capacity, summed in the
     route's order as scipy's product does); the (edges × R) costs of rank c = u[e] joining
     parent p = v[e] at step s (later steps a hair cheaper among equals); and their prefix
