@@ -55,6 +55,8 @@ def test_bad_input_is_one_sentence(capsys, tmp_path):
         ["train", "-t", "bcube:n=2,k=2", "--temperature", "0", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "--explore", "1", "-o", x],
         ["train", "-t", "bcube:n=2,k=2", "-o", str(tmp_path / "missing" / "x")],
+        ["train", "-t", "bcube:n=2,k=2", "--teacher-shapes", "spt", "-o", x],
+        ["train", "-t", "bcube:n=2,k=2", "--shared-teacher", "--teacher-shapes", "spt,oak", "-o", x],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "ring", "--checkpoint", str(tmp_path), "-o", s],
         ["schedule", "-t", "bcube:n=2,k=2", "-a", "hrl", "--samples", "0", "-o", s],

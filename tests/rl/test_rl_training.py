@@ -364,3 +364,23 @@ def test_teachers_of_many_networks_share_the_kind_of_plan_that_costs_least(monke
     cfg = TrainConfig(specs, out=tmp_path, iterations=0, imitation_epochs=1, hidden=8, nbytes=16e6)
     meta = train(dataclasses.replace(cfg, shared_teacher=True))  # what --shared-teacher runs
     assert meta["teacher_option"] == label and meta["teacher_gaps"] == [round(t.gap, 6) for t in taught]
+    # with teacher shapes the kind is the chunk option alone, each network's shape its fastest
+    allowed = (SHAPES.index("spt"), SHAPES.index("shallow"))
+    shaped, label = teachers(insts, timer, ("spt", "shallow"))
+    option = kind(insts[0], shaped[0].plan)[1:]
+    assert option == kind(insts[1], shaped[1].plan)[1:] and shaped[2] is best_plan(insts[2], timer)
+
+    def fastest(seen, o):
+        return min((seen[(s, *o)] for s in allowed if (s, *o) in seen), default=np.inf)
+
+    for t, seen in zip(shaped[:2], times, strict=True):
+        assert t.plan.shape in allowed and t.time_s == fastest(seen, option)
+    options = {w[1:] for w in times[0]} & {w[1:] for w in times[1]}
+    cost = {o: np.mean([fastest(seen, o) / min(seen.values()) for seen in times]) for o in options}
+    assert cost[option] == pytest.approx(min(cost.values())) and "spt or shallow trees" in label
+    meta = train(dataclasses.replace(cfg, shared_teacher=True, teacher_shapes=("spt", "shallow")))
+    assert meta["teacher_option"] == label and meta["teacher_shapes"] == ["spt", "shallow"]
+    with pytest.raises(ArschedError, match="only with --shared-teacher"):
+        dataclasses.replace(cfg, teacher_shapes=("spt",))
+    with pytest.raises(ArschedError, match="distinct shapes"):
+        dataclasses.replace(cfg, shared_teacher=True, teacher_shapes=("spt", "trees"))

@@ -41,6 +41,14 @@ def train(
             "stages) that costs least on average, not each network's own best plan (slower to train)."
         ),
     ] = D("shared_teacher"),
+    teacher_shapes: Annotated[
+        str,
+        typer.Option(
+            help="With --shared-teacher: the teachers share only the chunk option (count, stages), "
+            "and each network's takes the fastest of these tree shapes, comma-separated "
+            "(e.g. spt,shallow); empty: one shape shared by all."
+        ),
+    ] = "",
     alternate: Annotated[
         bool,
         typer.Option(
@@ -101,6 +109,8 @@ def train(
     command += ["--iterations", str(iterations), "--group", str(group), "--seed", str(seed), "--size", size]
     command += [*([] if warm_start else ["--no-warm-start"]), *([] if alternate else ["--joint"])]
     command += ["--shared-teacher"] if shared_teacher else []
+    shapes = tuple(x.strip() for x in teacher_shapes.split(",") if x.strip())
+    command += ["--teacher-shapes", ",".join(shapes)] if shapes else []
     command += ["--imitation-epochs", str(imitation_epochs), "--distill", str(distill)]
     command += ["--hidden", str(hidden), "--layers", str(layers), "--temperature", str(temperature)]
     command += ["--explore", str(explore)]
@@ -115,6 +125,7 @@ def train(
         nbytes=parse_size(size),
         warm_start=warm_start,
         shared_teacher=shared_teacher,
+        teacher_shapes=shapes,
         alternate=alternate,
         imitation_epochs=imitation_epochs,
         distill=distill,

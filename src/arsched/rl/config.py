@@ -9,6 +9,7 @@ from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from arsched.algorithms.flowtrees import SHAPES
 from arsched.errors import ArschedError
 
 MAX_HIDDEN = 1024
@@ -32,6 +33,7 @@ class TrainConfig:
     alpha: float | None = None  # per-transfer overhead (None: the flow model's default)
     warm_start: bool = True  # first imitate the best fixed plan (rollout.best_plan)
     shared_teacher: bool = False  # several networks: imitate plans of one shared kind (training.teachers)
+    teacher_shapes: tuple[str, ...] = ()  # with shared_teacher: each network's shape among these
     imitation_epochs: int = 200
     hidden: int = 32
     layers: int = 2  # message-passing rounds of the lower network
@@ -77,6 +79,14 @@ class TrainConfig:
             )
         if not 0.0 <= self.explore < 1.0:
             raise ArschedError(f"--explore must lie in [0, 1), got {self.explore!r}")
+        unknown = [x for x in self.teacher_shapes if x not in SHAPES]
+        if unknown or len(set(self.teacher_shapes)) != len(self.teacher_shapes):
+            raise ArschedError(
+                f"--teacher-shapes takes distinct shapes of {', '.join(SHAPES)}, "
+                f"got {','.join(self.teacher_shapes)}"
+            )
+        if self.teacher_shapes and not self.shared_teacher:
+            raise ArschedError("--teacher-shapes applies only with --shared-teacher")
 
     @staticmethod
     def default(name: str) -> Any:

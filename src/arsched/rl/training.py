@@ -222,7 +222,9 @@ def update(
         optimizer.step()
 
 
-def teachers(instances: Sequence[Instance], timer: Timer) -> tuple[list[Trajectory], str]:
+def teachers(
+    instances: Sequence[Instance], timer: Timer, shapes: Sequence[str] = ()
+) -> tuple[list[Trajectory], str]:
     """What the warm start imitates on each training network, and the plan kind they share. On
     one network, its best plan. On several, their best plans ask for chunk options and tree
     shapes that the features do not tell apart (one stage on one network and stages on a
@@ -233,29 +235,36 @@ def teachers(instances: Sequence[Instance], timer: Timer) -> tuple[list[Trajecto
     network's fastest such plan) or one pipelined chunk count in one number of stages:
     whichever is slower than the networks' best plans by the least on average over the
     networks that have pipelined options (a kind counts only if each of them has it; a
-    network without pipelined options keeps its best plan; "best" where all do)."""
+    network without pipelined options keeps its best plan; "best" where all do). With
+    `shapes`, the kind is the chunk option alone and each network's teacher takes the fastest
+    of those shapes on it: the tree shape is then the network's, which the load features
+    show (shortest-path trees where they load no link more than shallow ones do)."""
     piped = [n for n, inst in enumerate(instances) if any(s > 1 for _, s in inst.chunk_options)]
     if len(instances) == 1 or not piped:
         return [best_plan(inst, timer) for inst in instances], "best"
     plans = {n: option_plans(instances[n], timer) for n in piped}
+    allowed = [SHAPES.index(x) for x in shapes] or list(range(len(SHAPES)))
 
-    def kind(inst: Instance, k: int, s: int) -> tuple[int, int, int]:
+    def kind(inst: Instance, k: int, s: int) -> tuple[int, ...]:
         count, stages = inst.chunk_options[k]
-        return (s, 0, 1) if stages == 1 else (s, count, stages)
+        option = (0, 1) if stages == 1 else (count, stages)
+        return option if shapes else (s, *option)
 
-    def pick(n: int, want: tuple[int, int, int]) -> Trajectory | None:
-        row = [p for (k, s), p in plans[n].items() if kind(instances[n], k, s) == want]
+    def pick(n: int, want: tuple[int, ...]) -> Trajectory | None:
+        row = [p for (k, s), p in plans[n].items() if s in allowed and kind(instances[n], k, s) == want]
         return min(row, key=lambda p: p.time_s) if row else None
 
-    kinds = sorted({kind(instances[n], k, s) for n in piped for k, s in plans[n]})
+    kinds = sorted({kind(instances[n], k, s) for n in piped for k, s in plans[n] if s in allowed})
     shared = [w for w in kinds if all(pick(n, w) is not None for n in piped)]
     cost = {
         w: np.mean([pick(n, w).time_s / best_plan(instances[n], timer).time_s for n in piped]) for w in shared
     }
     want = min(shared, key=lambda w: cost[w])  # the first at ties
     chosen = [pick(n, want) if n in piped else best_plan(inst, timer) for n, inst in enumerate(instances)]
-    stages = "one stage" if want[1] == 0 else f"{want[1]} chunks in {want[2]} stages"
-    return chosen, f"{SHAPES[want[0]]} trees, {stages}"
+    count, stages = want[-2:]
+    option = "one stage" if count == 0 else f"{count} chunks in {stages} stages"
+    trees = f"{' or '.join(shapes)} trees (each network's fastest)" if shapes else f"{SHAPES[want[0]]} trees"
+    return chosen, f"{trees}, {option}"
 
 
 def greedy_gaps(instances: Sequence[Instance], timer: Timer) -> list[float]:
@@ -281,7 +290,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
     baseline = greedy_gaps(instances, timer)
     elites: list[Trajectory | None] = [None] * len(instances)  # each network's best episode so far
     if cfg.shared_teacher:
-        teaching, shared = teachers(instances, timer)
+        teaching, shared = teachers(instances, timer, cfg.teacher_shapes)
     else:
         teaching, shared = [best_plan(inst, timer) for inst in instances], "best"
     if cfg.warm_start:
@@ -360,6 +369,7 @@ def train(cfg: TrainConfig, progress: ProgressHook | None = None) -> dict:
         "alpha": alpha,
         "warm_start": cfg.warm_start,
         "shared_teacher": cfg.shared_teacher,
+        "teacher_shapes": list(cfg.teacher_shapes),
         "imitation_epochs": cfg.imitation_epochs,
         "hidden": cfg.hidden,
         "layers": cfg.layers,
