@@ -99,3 +99,25 @@ def test_a_hostile_checkpoint_meta_is_one_sentence_before_any_network_is_built(c
     assert_one_line_error(code, err)
     assert "is not UTF-8 text" in err
     assert not (tmp_path / "s.json").exists()
+
+
+def test_schedule_says_when_hrl_kept_greedy_trees_plan(capsys, tmp_path):
+    """An untrained policy (random weights) loses to greedy-trees somewhere: `schedule -a hrl`
+    then says so in one sentence with both gaps, and says nothing where the policy's own
+    schedule was kept."""
+    ck = str(tmp_path / "ck")
+    argv = ["train", "-t", "bcube:n=2,k=2", "--iterations", "0", "--no-warm-start", "--hidden", "8"]
+    assert run(capsys, *argv, "--layers", "1", "--size", "16MB", "-o", ck)[0] == 0
+    said = []
+    for spec in ("bcube:n=3,k=1", "jellyfish:switches=8,ports=4,net_ports=3,seed=4", "torus:dims=2x3"):
+        sched = tmp_path / "s.json"
+        code, out, _ = run(
+            capsys, "schedule", "-t", spec, "-a", "hrl", "--checkpoint", ck, "-s", "16MB", "-o", str(sched)
+        )
+        info = load(sched).meta["hrl"]
+        kept = info["source"] != "policy"
+        assert code == 0 and ("hrl kept greedy-trees' plan" in out) == kept
+        if kept:
+            assert f"{info['greedy_gap']:.3f}×" in out and f"{info['policy_gap']:.3f}×" in out
+        said.append(kept)
+    assert any(said)  # else this test did not see the sentence

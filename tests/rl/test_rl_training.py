@@ -103,6 +103,9 @@ def test_the_fallback_keeps_the_faster_of_the_policy_and_greedy_trees(tmp_path):
         assert validate(kept).ok and kept.algorithm == "hrl" and kept.meta["params"]["fallback"]
         assert own.meta["hrl"]["source"] == "policy"
         assert t_kept == pytest.approx(min(t_own, t_greedy), rel=1e-9)
+        info = kept.meta["hrl"]  # both gaps, for the CLI's sentence
+        assert info["policy_gap"] == pytest.approx(simulate_flow(own, DEFAULT_ALPHA).gap, abs=1e-6)
+        assert info["greedy_gap"] == pytest.approx(simulate_flow(greedy, DEFAULT_ALPHA).gap, abs=1e-6)
         sources.add(kept.meta["hrl"]["source"])
         assert kept.meta["hrl"]["source"] == ("policy" if t_own <= t_greedy else FALLBACK)
     assert FALLBACK in sources  # else this test did not exercise the fallback

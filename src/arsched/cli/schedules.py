@@ -301,6 +301,12 @@ def schedule(
         search = result.meta["auto"]
         gap = next(c["gap"] for c in search["candidates"] if c["algorithm"] == search["chosen"])
         out.print(f"auto chose {search['chosen']}: {gap:.3f}× the bound in the {search['model']} model")
+    kept = result.meta.get("hrl", {})
+    if kept.get("source", "policy") != "policy":
+        out.print(
+            f"hrl kept greedy-trees' plan, {kept['greedy_gap']:.3f}× the bound in the flow model, where "
+            f"the policy's schedule is {kept['policy_gap']:.3f}× (--no-fallback writes the policy's)"
+        )
 
 
 def _check_params(algorithm: str, params: dict[str, object], collective: str = "allreduce") -> None:

@@ -66,15 +66,17 @@ def hrl(
         t = run(inst, policy, timer, "sample", rng, info)
         if t.time_s < best.time_s:
             best = t
-    source = "policy"
+    source, compared = "policy", {}
     if fallback:
         heuristic = run(inst, None, timer, "plan", meta=info, plan=greedy_plan(inst))
+        compared = {"policy_gap": round(best.gap, 6), "greedy_gap": round(heuristic.gap, 6)}
         if heuristic.time_s < best.time_s:
             best, source = heuristic, FALLBACK
     schedule = best.schedule
     shapes = [SHAPES[k] for kind, _, k in best.choices if kind == "tree"]
     schedule.meta["hrl"] = {
         "source": source,
+        **compared,
         "chunks": len(shapes),
         "stages": inst.chunk_options[best.choices[0][2]][1],
         "trees": {s: shapes.count(s) for s in SHAPES if s in shapes},
