@@ -3,7 +3,7 @@ on two HGX and two MI250 boxes, a one-way ring and torus and an asymmetric ring 
 the sum in any interleaving, come back as valid schedules and export to the same bytes. On the
 rail fabrics each thread block carries one rail's traffic, each rail has channels of its own,
 and the rails survive the round trip; a schedule with more chunks than MSCCL's 256 steps per
-thread block allow is refused in one sentence and fits when built with fewer."""
+thread block allow is refused in one sentence (build it for a smaller size) and fits when built with fewer."""
 
 from __future__ import annotations
 
@@ -81,6 +81,21 @@ def test_a_runtime_sized_tree_packing_fits_in_msccl_thread_blocks():
     few = build("tree-packing", topo, None, 256e6, units=4, stages=2)
     back = from_xml(to_xml(few), topo, few.ranks, few.nbytes)
     assert validate(back).ok and back.num_chunks == 8
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"), [("dcell:n=3,k=1", "tree-packing"), ("hgx:boxes=2,gpus_per_box=4", "hierarchical")]
+)
+def test_a_schedule_built_for_a_smaller_size_is_what_msccl_runs(spec, name):
+    """At 256 MB, balanced tree packing and the hierarchical pipeline take more steps per thread
+    block than MSCCL allows, and the refusal says to build for a smaller size; their 16 MB
+    schedules export and sum in any interleaving (MSCCL slices every chunk of a program over
+    a larger buffer, so that file serves 256 MB too)."""
+    topo = parse_spec(spec)
+    with pytest.raises(MscclFormatError, match="for a smaller size"):
+        to_xml(build(name, topo, None, 256e6))
+    got, want = run_xml(to_xml(build(name, topo, None, 16e6)), seed=0)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def channels_of(xml: str) -> dict[tuple[int, int], int]:

@@ -261,7 +261,8 @@ def to_xml(
             if len(seq) and where[r][tb][-1] >= MAX_STEPS_PER_TB:
                 raise MscclFormatError(
                     f"thread block {tb} of rank {s.ranks[r]} needs {where[r][tb][-1] + 1} steps; MSCCL "
-                    f"allows {MAX_STEPS_PER_TB}, so build the schedule with fewer chunks"
+                    f"allows {MAX_STEPS_PER_TB}, so build the schedule with fewer chunks: for a smaller "
+                    "size (MSCCL runs an algorithm's chunks in slices over any larger buffer)"
                 )
             lines.append(f'    <tb id="{tb}" send="{send}" recv="{recv}" chan="{ch}">')
             k = 0
