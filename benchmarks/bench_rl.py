@@ -91,31 +91,30 @@ def baselines(spec: str) -> dict[str, float | None]:
     return gaps
 
 
-def training(spec: list[str], out: str, iterations: int, seed: int, warm: bool, shared: bool = False) -> dict:
+def training(
+    spec: list[str], out: str, iterations: int, seed: int, warm: bool, shared: bool = False, shapes=()
+) -> dict:
     """Train one policy (unless `out` holds this very training already, on today's features:
-    `--work` resumes a cut run); `shared`: with `--shared-teacher`. Its metadata and the curve
-    from log.csv."""
+    `--work` resumes a cut run); `shared`: with `--shared-teacher`, `shapes` its
+    `--teacher-shapes`. Its metadata and the curve from log.csv."""
     import json
 
+    from arsched.rl.checkpoint import FEATURE_VERSION
     from arsched.rl.training import train
 
-    cfg = TrainConfig(
-        spec,
-        out=Path(out),
-        iterations=iterations,
-        seed=seed,
-        warm_start=warm,
-        nbytes=SIZE,
-        shared_teacher=shared,
-    )
+    asked = {
+        "topologies": spec, "iterations": iterations, "seed": seed, "warm_start": warm,
+        "shared_teacher": shared, "teacher_shapes": list(shapes), "feature_version": FEATURE_VERSION,
+    }  # fmt: skip
     done = Path(out) / "meta.json"
     meta = json.loads(done.read_text()) if done.is_file() else {}
-    from arsched.rl.checkpoint import FEATURE_VERSION
-
-    keys = ("topologies", "iterations", "seed", "warm_start", "shared_teacher", "feature_version")
-    same = [meta.get(k) for k in keys] == [spec, iterations, seed, warm, shared, FEATURE_VERSION]
-    if not same:
-        meta = train(cfg)
+    if any(meta.get(k, [] if k == "teacher_shapes" else None) != v for k, v in asked.items()):
+        options = {k: asked[k] for k in ("iterations", "seed", "shared_teacher")}
+        meta = train(
+            TrainConfig(
+                spec, out=Path(out), warm_start=warm, nbytes=SIZE, teacher_shapes=tuple(shapes), **options
+            )
+        )
     meta["curve"] = [
         (int(r["episodes"]), float(r["policy_gap"]), float(r["best_gap"]))
         for r in csv.DictReader((Path(out) / "log.csv").open())
@@ -227,7 +226,16 @@ def main() -> None:
     t_all = time.perf_counter()
 
     with ProcessPoolExecutor(args.workers) as pool:
-        general = pool.submit(training, GENERAL_SET, str(work / "general"), general_its, 0, True, True)
+        general = pool.submit(
+            training,
+            GENERAL_SET,
+            str(work / "general"),
+            general_its,
+            0,
+            True,
+            True,
+            SHIPPED.get("teacher_shapes", []),
+        )
         warm0 = {
             s: pool.submit(training, [s], str(work / f"w0-{i}"), 0, 0, True) for i, s in enumerate(instances)
         }

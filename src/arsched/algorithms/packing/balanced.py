@@ -310,26 +310,9 @@ class Placer:
 
 @numba.njit(cache=True)
 def _sweep(
-    load,
-    inverse,
-    sharpness,
-    caps,
-    indptr,
-    indices,
-    data,
-    pair,
-    u,
-    v,
-    into_ptr,
-    into_edge,
-    wide_parents,
-    wide_heights,
-    num_links,
-    parents,
-    reduce_steps,
-    rows,
-    lengths,
-):  # pragma: no cover - compiled
+    load, inverse, sharpness, caps, indptr, indices, data, pair, u, v, into_ptr, into_edge,
+    wide_parents, wide_heights, num_links, parents, reduce_steps, rows, lengths,
+):  # pragma: no cover - compiled  # fmt: skip
     """`Placer.sweep`, compiled (one call per sweep, not per chunk: the calls cost more than
     the placements on networks of 30 ranks): chunk k (rooted at rank k mod n) in turn is taken
     off `load` and placed again, the Prim tree under the current prices (`_placement`; where
@@ -361,23 +344,9 @@ def _sweep(
                 prices[i] = np.exp(sharpness * (flat[i] / high))
         root = k % n
         parent, step, placed = _placement(
-            weight,
-            caps,
-            load,
-            inverse,
-            indptr,
-            indices,
-            data,
-            pair,
-            u,
-            v,
-            into_ptr,
-            into_edge,
-            root,
-            wide_parents[root],
-            wide_heights[root],
-            num_links,
-        )
+            weight, caps, load, inverse, indptr, indices, data, pair, u, v, into_ptr, into_edge, root,
+            wide_parents[root], wide_heights[root], num_links,
+        )  # fmt: skip
         parents[k] = parent
         reduce_steps[k] = step
         lengths[k] = len(placed)
