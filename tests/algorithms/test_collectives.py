@@ -126,6 +126,7 @@ def test_the_registry_says_who_builds_what():
         "dbtree",
         "group-trees",
         "rail-dbtree",
+        "scatter-allgather",
         "direct",
         "tree-packing",
         "auto",

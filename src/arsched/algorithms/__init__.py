@@ -20,6 +20,7 @@ from arsched.algorithms import (  # noqa: F401  (importing a module registers it
     rail_first,
     rhd,
     ring,
+    scatter_allgather,
 )
 from arsched.algorithms.registry import (
     Algorithm,

@@ -151,6 +151,7 @@ ORDER = (
     "dbtree",
     "group-trees",
     "rail-dbtree",
+    "scatter-allgather",
     "bcube-native",
     "torus-native",
     "hierarchical",

@@ -249,20 +249,27 @@ Plan = Callable[[Topology, tuple[str, ...], int], tuple[Sequence[np.ndarray], np
 positions, the root at a position with parent −1 in each) and the rank index at each position."""
 
 
-def register_rooted(name: str, summary: str, plan: Plan, doc: str, multipath: int = 1) -> None:
+Chunks = Callable[[Topology, tuple[str, ...], float], int]
+"""chunks(topology, ranks, nbytes): a rooted builder's default chunk count."""
+
+
+def register_rooted(
+    name: str, summary: str, plan: Plan, doc: str, multipath: int = 1, chunks: Chunks | None = None
+) -> None:
     """Register `name`'s Broadcast and Reduce over the trees `plan` gives (`rooted_builder`),
     each with the docstring `doc` (formatted with `what`: 'Broadcast from' or 'Reduce into')."""
     for collective, what in (("broadcast", "Broadcast from"), ("reduce", "Reduce into")):
-        build = rooted_builder(name, collective, plan, doc.format(what=what), multipath)
+        build = rooted_builder(name, collective, plan, doc.format(what=what), multipath, chunks)
         register(name, summary, collective)(build)
 
 
 def rooted_builder(
-    name: str, collective: str, plan: Plan, doc: str, multipath: int = 1
+    name: str, collective: str, plan: Plan, doc: str, multipath: int = 1, default: Chunks | None = None
 ) -> Callable[..., Schedule]:
     """`name`'s builder of `collective` (Broadcast or Reduce) over the trees `plan` gives
-    (`rooted_schedule`, striped over `multipath` routes), with the registry's rooted signature
-    and the docstring `doc`."""
+    (`rooted_schedule`, striped over `multipath` routes; without `chunks`, `default`'s count
+    where given, else `rooted_schedule`'s), with the registry's rooted signature and the
+    docstring `doc`."""
 
     def build(
         topology: Topology,
@@ -275,6 +282,8 @@ def rooted_builder(
         nbytes = check_nbytes(nbytes, name)
         top = check_root(rs, root, name)
         trees, members = plan(topology, rs, rs.index(top))
+        if chunks is None and default is not None:
+            chunks = default(topology, rs, nbytes)
         return rooted_schedule(name, collective, topology, rs, nbytes, top, trees, members, chunks, multipath)
 
     build.__doc__ = doc
