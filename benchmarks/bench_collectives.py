@@ -174,7 +174,11 @@ def scale() -> None:
         "dbtree's edges between racks crowd the uplinks (up to seven tree edges, 3.5 buffers, on one "
         "rack's single uplink). On GPU boxes both put each half through one NIC of a box; tree "
         "packing's rail trees and `rail-dbtree` (a part per rail, down binary trees over the boxes "
-        "along it, then over each box's fabric) use them all. `lingjun2023_topo` is "
+        "along it, then over each box's fabric) use them all. "
+        "`scatter-allgather` (the root scatters N − 1 pieces, each owner copies its piece to every "
+        "other rank: trees two hops deep) reaches the bound's neighbourhood where the network is one "
+        "non-blocking switch, and its (N − 1)² transfers a round leave one round at a thousand ranks. "
+        "`lingjun2023_topo` is "
         "`shared/data/lingjun2023_topo.csv`. "
         "Produced by `benchmarks/bench_collectives.py --scale`.",
         table,
