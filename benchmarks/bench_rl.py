@@ -29,6 +29,7 @@ import csv
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -92,7 +93,13 @@ def baselines(spec: str) -> dict[str, float | None]:
 
 
 def training(
-    spec: list[str], out: str, iterations: int, seed: int, warm: bool, shared: bool = False, shapes=()
+    spec: list[str],
+    out: str,
+    iterations: int,
+    seed: int,
+    warm: bool,
+    shared: bool = False,
+    shapes: Sequence[str] = (),
 ) -> dict:
     """Train one policy (unless `out` holds this very training already, on today's features:
     `--work` resumes a cut run); `shared`: with `--shared-teacher`, `shapes` its

@@ -68,5 +68,5 @@ register_rooted(
     "{what} the root in N − 1 pieces, each down (Broadcast) or up (Reduce) a tree two hops deep: "
     "the root and the piece's owner, who copies it to, or sums it from, every other rank; "
     "`chunks` a multiple of N − 1 (default: `default_chunks`).",
-    chunks=default_chunks,
+    default_chunks=default_chunks,
 )

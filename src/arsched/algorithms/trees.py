@@ -254,20 +254,20 @@ Chunks = Callable[[Topology, tuple[str, ...], float], int]
 
 
 def register_rooted(
-    name: str, summary: str, plan: Plan, doc: str, multipath: int = 1, chunks: Chunks | None = None
+    name: str, summary: str, plan: Plan, doc: str, multipath: int = 1, default_chunks: Chunks | None = None
 ) -> None:
     """Register `name`'s Broadcast and Reduce over the trees `plan` gives (`rooted_builder`),
     each with the docstring `doc` (formatted with `what`: 'Broadcast from' or 'Reduce into')."""
     for collective, what in (("broadcast", "Broadcast from"), ("reduce", "Reduce into")):
-        build = rooted_builder(name, collective, plan, doc.format(what=what), multipath, chunks)
+        build = rooted_builder(name, collective, plan, doc.format(what=what), multipath, default_chunks)
         register(name, summary, collective)(build)
 
 
 def rooted_builder(
-    name: str, collective: str, plan: Plan, doc: str, multipath: int = 1, default: Chunks | None = None
+    name: str, collective: str, plan: Plan, doc: str, multipath: int = 1, default_chunks: Chunks | None = None
 ) -> Callable[..., Schedule]:
     """`name`'s builder of `collective` (Broadcast or Reduce) over the trees `plan` gives
-    (`rooted_schedule`, striped over `multipath` routes; without `chunks`, `default`'s count
+    (`rooted_schedule`, striped over `multipath` routes; without `chunks`, `default_chunks`' count
     where given, else `rooted_schedule`'s), with the registry's rooted signature and the
     docstring `doc`."""
 
@@ -282,8 +282,8 @@ def rooted_builder(
         nbytes = check_nbytes(nbytes, name)
         top = check_root(rs, root, name)
         trees, members = plan(topology, rs, rs.index(top))
-        if chunks is None and default is not None:
-            chunks = default(topology, rs, nbytes)
+        if chunks is None and default_chunks is not None:
+            chunks = default_chunks(topology, rs, nbytes)
         return rooted_schedule(name, collective, topology, rs, nbytes, top, trees, members, chunks, multipath)
 
     build.__doc__ = doc

@@ -322,7 +322,8 @@ def _sweep(
     `lengths`. A link-step costs exp(β · load / highest load) / capacity, taken again only
     where the load moved unless the highest load moved (every price then): the same numbers as
     taking them all each time, at a fraction of the exponentials; numba's exp is numpy's to the
-    bit on the machines measured (`benchmarks/fingerprints.py` unchanged)."""
+    bit on the machines measured (a test holds a sweep to the chunk-by-chunk placement under
+    numpy's prices)."""
     n = len(pair)
     flat = load.reshape(-1)
     weight = np.empty_like(load)
