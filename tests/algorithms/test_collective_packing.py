@@ -11,7 +11,7 @@ from arsched.algorithms import algorithms, build
 from arsched.algorithms.packing import collectives as packing_collectives
 from arsched.algorithms.packing.forest import pack_forest
 from arsched.algorithms.packing.lp import DEPTH_SLACK, TOLERANCE
-from arsched.algorithms.packing.pipeline import MAX_STAGES
+from arsched.algorithms.packing.pipeline import MAX_STAGES, stage_candidates
 from arsched.collective import dumps, numeric_check, validate
 from arsched.collective_bounds import bandwidth_bound
 from arsched.errors import ArschedError
@@ -144,7 +144,7 @@ def test_bad_arguments_are_refused_in_one_sentence():
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_the_chosen_pipeline_is_the_fastest_candidate(collective, monkeypatch):
     options = [(32, 2), (8, 16), (64, 8)]
-    monkeypatch.setattr(packing_collectives, "_candidates", lambda first, stages: options)
+    monkeypatch.setattr(packing_collectives, "stage_candidates", lambda first, stages: options)
     topo = parse_spec("torus:dims=3x3,oneway=1")
     root = topo.servers[0] if collective in ("broadcast", "reduce") else None
     pipeline_only = {} if root else {"levels": False}  # the sharded ones' unpipelined trees win here
@@ -161,7 +161,7 @@ def test_the_chosen_pipeline_is_the_fastest_candidate(collective, monkeypatch):
 
 
 def test_candidates_are_distinct_and_within_the_stage_limit():
-    options = packing_collectives._candidates((40, 1), MAX_STAGES)
+    options = stage_candidates((40, 1), MAX_STAGES)
     assert options[0] == (40, 1)
     assert len(set(options)) == len(options)
     assert all(1 <= s <= MAX_STAGES for _, s in options)
@@ -171,7 +171,7 @@ def test_candidates_past_the_transfer_budget_are_not_simulated(monkeypatch):
     """The choice is bounded by work, not by the clock: a candidate whose transfers do not fit
     in what is left of the budget is skipped, so the same inputs give the same bytes."""
     options = [(32, 2), (8, 16), (64, 8)]
-    monkeypatch.setattr(packing_collectives, "_candidates", lambda first, stages: options)
+    monkeypatch.setattr(packing_collectives, "stage_candidates", lambda first, stages: options)
     topo = parse_spec("torus:dims=3x3,oneway=1")
     sizes = {
         o: len(build("tree-packing", topo, None, 16e6, "allgather", units=o[0], stages=o[1])) for o in options

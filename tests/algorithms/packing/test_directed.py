@@ -11,7 +11,9 @@ import pytest
 
 from arsched.algorithms import build
 from arsched.algorithms.packing.directed import pack_directed, symmetric
-from arsched.algorithms.packing.lp import DEPTH_SLACK, TOLERANCE, pack
+from arsched.algorithms.packing.lp import DEPTH_SLACK, MAX_ITERATIONS, TOLERANCE, pack
+from arsched.algorithms.packing.pipeline import choose_stages, default_stages, stage_candidates
+from arsched.algorithms.routes import route
 from arsched.algorithms.trees import in_out_sends, tree_sends
 from arsched.bounds import allreduce_bound
 from arsched.collective import validate
@@ -181,3 +183,29 @@ def test_the_compiled_edmonds_finds_a_minimum_arborescence(seed):
         best = nx.algorithms.tree.branchings.minimum_spanning_arborescence(full)
         want = sum(price[u, v] for u, v in best.edges())
         assert sum(price[parent[v], v] for v in range(n) if v != root) == pytest.approx(want, rel=1e-12)
+
+
+def test_the_pipeline_is_the_fastest_candidate_in_the_flow_model():
+    """Barrier times misjudge pipelines of deep trees: on the one-way 4 × 3 torus (no two
+    disjoint Hamiltonian rings; trees about 14 hops high) tree packing times the barrier pick and
+    the other `stage_candidates` and keeps the fastest, here not the barrier pick."""
+    topo, size = torus(4, 3), 16e6
+    ranks = topo.servers
+    packed = pack_directed(topo, ranks, MAX_ITERATIONS)
+    sends = [in_out_sends(i, o) for i, o in zip(packed.ins, packed.outs, strict=True)]
+    routes = route(topo, ranks, np.concatenate([x[0] for x in sends]), np.concatenate([x[1] for x in sends]))
+    first = choose_stages(sends, packed.weights, packed.rate, routes, topo, size, ALPHA)[:2]
+    options = stage_candidates(first, default_stages(packed.rate, topo, size, ALPHA))
+
+    def flow_time(s):
+        assert validate(s).ok
+        return simulate_flow(s, alpha=ALPHA, fifo=True).time_s
+
+    def packing(**params):
+        return build("tree-packing", topo, None, size, alpha=ALPHA, channels=1, **params)
+
+    times = {(u, st): flow_time(packing(units=u, stages=st)) for u, st in options}
+    chosen = packing()
+    picked = (chosen.meta["params"]["units"], chosen.meta["params"]["stages"])
+    assert flow_time(chosen) == min(times.values()) == times[picked]
+    assert times[picked] < times[first]

@@ -10,23 +10,26 @@ balanced steps.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from arsched.algorithms.common import check_nbytes, check_ranks
-from arsched.algorithms.fastest import check_channels, fastest_channels
+from arsched.algorithms.fastest import check_channels, fastest, fastest_channels
 from arsched.algorithms.packing.balanced import BalancedPlan, add_balanced, balance
 from arsched.algorithms.packing.directed import DirectedPacking, pack_directed, symmetric
 from arsched.algorithms.packing.lp import MAX_ITERATIONS, Packing, pack
 from arsched.algorithms.packing.pipeline import (
+    SELECT_TRANSFERS,
     UNITS,
     add_sends_pipeline,
     choose_pipeline,
     choose_stages,
     deal,
     default_stages,
+    stage_candidates,
     step_overhead,
 )
 from arsched.algorithms.registry import NotApplicable, register
@@ -41,7 +44,7 @@ log = logging.getLogger(__name__)
 
 MAX_RANKS = 256  # the LP has a row per link and a variable per tree over the n(n − 1)/2 rank pairs
 NEAR = 0.02  # a pipeline this close to the bound (with barriers) is kept without weighing balanced steps
-CHANNEL_INSTANTS = 100_000  # the channel choice's simulations stop after this many event instants
+SELECT_INSTANTS = 100_000  # the pipeline and channel choices' simulations stop after this many event instants
 
 
 def positive_int(value: object, name: str) -> int:
@@ -74,12 +77,12 @@ def tree_packing(
     by default (None, with neither `units` nor `stages` given) where the pipeline's time with
     barriers is more than `NEAR` above the bound and theirs is shorter. The schedule goes over
     `channels` connections per rank pair (None: one or two, whichever the flow model at
-    `alpha` times faster within `CHANNEL_INSTANTS`, `fastest_channels`: on an MI250 box pair at
+    `alpha` times faster within `SELECT_INSTANTS`, `fastest_channels`: on an MI250 box pair at
     16 MB two channels take 2.26× the bound where one takes 3.04×, on DCell(4,1) 1.22× against
     1.15×)."""
     channels = check_channels(channels, "tree-packing")
     schedule = _tree_packing(topology, ranks, nbytes, alpha, seed, units, stages, iterations, levels)
-    return fastest_channels(schedule, alpha, channels, max_instants=CHANNEL_INSTANTS)
+    return fastest_channels(schedule, alpha, channels, max_instants=SELECT_INSTANTS)
 
 
 def _tree_packing(
@@ -114,6 +117,7 @@ def _tree_packing(
         plan = balance(topology, rs, nbytes, overhead)
         return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
     routes = route(topology, rs, *tree_edges(packing.parents))
+    sends = [tree_sends(parent) for parent in packing.parents]
     if units is None and stages is None:
         units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
         bound = nbytes / packing.limit
@@ -125,7 +129,9 @@ def _tree_packing(
             log.info("tree-packing: balanced steps, R = %d, %.3f x the bound", plan.steps, plan.time / bound)
             if plan.time < time:
                 return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
-    sends = [tree_sends(parent) for parent in packing.parents]
+        return _timed_pipeline(
+            topology, rs, nbytes, packing, sends, routes, (units, stages), alpha, iterations, seed
+        )
     return _pipeline(topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed)
 
 
@@ -188,8 +194,57 @@ def _directed_schedule(
             stages,
             time * packing.limit / nbytes,
         )
+        first = (units, stages)
+        return _timed_pipeline(
+            topology, ranks, nbytes, packing, sends, routes, first, alpha, iterations, seed, "directed"
+        )
     return _pipeline(
         topology, ranks, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed, "directed"
+    )
+
+
+def _timed_pipeline(
+    topology: Topology,
+    ranks: tuple[str, ...],
+    nbytes: float,
+    packing: Packing | DirectedPacking,
+    sends: list[Sends],
+    routes: Routes,
+    first: tuple[int, int],
+    alpha: float,
+    iterations: int,
+    seed: int,
+    kind: str | None = None,
+) -> Schedule:
+    """The fastest in the flow model of the pipeline `first` (units, stages), the pick by the
+    time with barriers, and the other `stage_candidates`, as many as fit in `SELECT_TRANSFERS`,
+    each simulation cut after `SELECT_INSTANTS` event instants (`fastest`). Barrier times
+    misjudge pipelines of deep trees: on a one-way 4×3 torus (trees 14 hops high; it has no two
+    disjoint Hamiltonian rings, so no ring scheme comes near the bound either) the pick, 32
+    units of 53 stages, was 1.078× the bound at 256 MB and the fastest candidate, 64 of 106,
+    is 1.046×; at 16 MB 1.355× and 1.226×."""
+    make = functools.partial(
+        _pipeline,
+        topology,
+        ranks,
+        nbytes,
+        packing,
+        sends,
+        routes,
+        alpha=alpha,
+        iterations=iterations,
+        seed=seed,
+        kind=kind,
+    )
+    options = stage_candidates(first, default_stages(packing.rate, topology, nbytes, alpha))
+    per_chunk = 2 * (len(ranks) - 1)  # every chunk crosses its trees' n − 1 edges up and down
+    return fastest(
+        make(*first),
+        [functools.partial(make, units=u, stages=s) for u, s in options[1:]],
+        [u * s * per_chunk for u, s in options[1:]],
+        alpha,
+        SELECT_TRANSFERS,
+        SELECT_INSTANTS,
     )
 
 

@@ -10,7 +10,7 @@ on the route its tree arc was priced with. A sharded collective's root gets ⌈u
 chunks, and at least one per tree.
 
 Unless given, the units and stages are the fastest in the flow model (in-order connections) of
-a few candidates (`_candidates`): `choose_stages`' pick by the time with barriers, and the
+a few candidates (`pipeline.stage_candidates`): `choose_stages`' pick by the time with barriers, and the
 pipeline length of `default_stages` halved, quartered and doubled over one and two `UNITS`.
 Barrier times cannot see what sets these collectives' time: every transfer on a connection
 waits α before its bytes, so more chunks pay α more often, and fewer fill deep trees slowly;
@@ -53,11 +53,12 @@ from arsched.algorithms.packing.forest import Forest, pack_forest
 from arsched.algorithms.packing.levels import level_schedule
 from arsched.algorithms.packing.lp import MAX_ITERATIONS
 from arsched.algorithms.packing.pipeline import (
-    MAX_STAGES,
+    SELECT_TRANSFERS,
     UNITS,
     choose_stages,
     deal,
     default_stages,
+    stage_candidates,
     step_overhead,
 )
 from arsched.algorithms.registry import NotApplicable, register
@@ -74,7 +75,6 @@ from arsched.sim.result import check_alpha
 from arsched.topology.core import Topology
 
 NAME = "tree-packing"
-SELECT_TRANSFERS = 1_000_000  # transfers of the candidates simulated after the first
 SELECT_SECONDS = 60.0  # a guard only: past it no further candidate is simulated
 
 
@@ -132,7 +132,9 @@ def forest_schedule(
         )
         return schedule(positive_int(UNITS if units is None else units, "units"), stages)
     first = choose_stages(sends, forest.weights, total, routes, topology, nbytes, alpha)[:2]
-    best, gap = _fastest(schedule, _candidates(first, default_stages(total, topology, nbytes, alpha)), alpha)
+    best, gap = _fastest(
+        schedule, stage_candidates(first, default_stages(total, topology, nbytes, alpha)), alpha
+    )
     if rooted and dual and symmetric(topology):  # every route has its way back
         args = (DUAL[collective], topology, rs, nbytes, None, None, alpha, iterations, root)
         other = reverse(forest_schedule(*args, dual=False))
@@ -171,18 +173,6 @@ def _balanced_half(
     b = ScheduleBuilder(topology, rs, nbytes, len(plan.columns), NAME, meta)
     add_balanced(b, plan)
     return half(b.build(), collective)
-
-
-def _candidates(first: tuple[int, int], stages: int) -> list[tuple[int, int]]:
-    """(units, stages) to simulate: `first`, then `stages` (the pipeline length of
-    `default_stages`) and its half, quarter and double, over 2·`UNITS` and `UNITS` units."""
-    options = [first]
-    for units in (2 * UNITS, UNITS):
-        for s in (stages, stages // 2, 2 * stages, stages // 4):
-            option = (units, int(np.clip(s, 1, MAX_STAGES)))
-            if option not in options:
-                options.append(option)
-    return options
 
 
 def _fastest(

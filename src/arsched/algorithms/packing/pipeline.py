@@ -30,6 +30,7 @@ from arsched.collective.schedule import ScheduleBuilder
 from arsched.topology.core import Topology
 
 MAX_STAGES = 256
+SELECT_TRANSFERS = 1_000_000  # transfers of the pipelines simulated besides the first (`stage_candidates`)
 UNITS = 32  # default parallel pipelines: the trees' shares are rounded to 1/(UNITS·stages)
 
 
@@ -127,6 +128,18 @@ def choose_stages(
     times = [sends_time(sends, weights, routes, cap, u, s, nbytes, overhead) for u, s in options]
     best = int(np.argmin(times))
     return *options[best], times[best]
+
+
+def stage_candidates(first: tuple[int, int], stages: int) -> list[tuple[int, int]]:
+    """(units, stages) to simulate: `first`, then `stages` (the pipeline length of
+    `default_stages`) and its half, double and quarter, over 2·`UNITS` and `UNITS` units."""
+    options = [first]
+    for units in (2 * UNITS, UNITS):
+        for s in (stages, stages // 2, 2 * stages, stages // 4):
+            option = (units, int(np.clip(s, 1, MAX_STAGES)))
+            if option not in options:
+                options.append(option)
+    return options
 
 
 def add_sends_pipeline(
