@@ -6,12 +6,15 @@ never faster than its bound, and the CLI builds and compares them."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arsched.algorithms import NotApplicable, algorithms, build, get
+from arsched.algorithms.composed import refine
 from arsched.collective import load, numeric_check, validate
 from arsched.collective.kinds import NAMES, ROOTED
 from arsched.errors import ArschedError
@@ -78,6 +81,21 @@ def test_random_rank_subsets_and_roots(pair, n, seed):
     if s is not None:
         assert s.root == root
         check(s, collective)
+
+
+def test_halves_of_different_chunk_counts_are_refined_to_a_common_one():
+    """Tree packing picks its own chunk count: rs-ag cuts both halves to their least common
+    multiple, every shard's bytes where they were, so that the AllGather forwards the pieces
+    the ReduceScatter summed."""
+    t = parse_spec("dcell:n=2,k=1")
+    first = build("tree-packing", t, None, 16e6, "reduce_scatter")
+    s = build("rs-ag", t, None, 16e6, reduce_scatter="tree-packing", allgather="ring")
+    assert first.num_chunks != len(t.servers)  # the ring's own count: the halves differ
+    assert s.num_chunks == math.lcm(first.num_chunks, len(t.servers))
+    check(s, "allreduce")
+    refined = refine(first, 3 * first.num_chunks)
+    check(refined, "reduce_scatter")
+    assert len(refined) == 3 * len(first)
 
 
 @pytest.mark.parametrize("n", [3, 5, 6, 7, 12])

@@ -5,10 +5,18 @@ servers) are a ReduceScatter and an AllGather over the same shards; `rs-ag` join
 ReduceScatter leaves rank r with the sum of shard r, exactly where the AllGather starts from.
 The AllGather's steps follow the ReduceScatter's, so each of its transfers waits only for the
 shard it forwards (asynchronous execution overlaps the halves where the data allows).
+
+The halves may cut the buffer into different numbers of chunks (a builder without `chunks`,
+such as tree packing, picks its own): both are then refined to the least common multiple
+(`refine`: chunk c of C becomes chunks c·k .. c·k + k − 1 of C·k, each transfer one per
+piece), which keeps every shard's bytes where they were; where that would not fit in memory
+the limit says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,9 +25,21 @@ from arsched.algorithms.common import check_nbytes, check_ranks
 from arsched.algorithms.registry import build, register
 from arsched.collective.schedule import OPS, Schedule, ScheduleBuilder
 from arsched.errors import ArschedError
+from arsched.limits import check_schedule
 from arsched.topology.core import Topology
 
 NAME = "rs-ag"
+
+
+def refine(s: Schedule, chunks: int) -> Schedule:
+    """`s` over `chunks` chunks, a multiple of its own: every chunk cut into equal pieces and
+    every transfer repeated once per piece, in the same step on the same path."""
+    k = chunks // s.num_chunks
+    if k == 1:
+        return s
+    cols = {f: np.repeat(getattr(s, f), k) for f in ("step", "src", "dst", "op", "path_id")}
+    chunk = (s.chunk[:, None] * k + np.arange(k)[None, :]).ravel()
+    return dataclasses.replace(s, num_chunks=chunks, chunk=chunk, **cols)
 
 
 def concatenate(parts: Sequence[Schedule], b: ScheduleBuilder) -> Schedule:
@@ -59,6 +79,22 @@ def rs_ag(
     extra = {} if chunks is None else {"chunks": chunks}
     first = build(reduce_scatter, topology, rs, nbytes, collective="reduce_scatter", **extra)
     second = build(allgather, topology, rs, nbytes, collective="allgather", **extra)
-    params = {"reduce_scatter": reduce_scatter, "allgather": allgather, "chunks": first.num_chunks}
-    b = ScheduleBuilder(topology, rs, nbytes, first.num_chunks, NAME, {"params": params})
-    return concatenate([first, second], b)
+    return join(first, second, NAME, {"reduce_scatter": reduce_scatter, "allgather": allgather})
+
+
+def join(first: Schedule, second: Schedule, name: str, params: dict, meta: dict | None = None) -> Schedule:
+    """The AllReduce `name` of the ReduceScatter `first` then the AllGather `second` (over the
+    same ranks), both refined to a common chunk count (`refine`); `params` (with the chunk
+    count added) and `meta` go into its meta."""
+    chunks = math.lcm(first.num_chunks, second.num_chunks)
+    n = len(first.ranks)
+    check_schedule(
+        name,
+        n,
+        chunks,
+        len(first) * (chunks // first.num_chunks) + len(second) * (chunks // second.num_chunks),
+    )
+    parts = [refine(first, chunks), refine(second, chunks)]
+    info = {**(meta or {}), "params": {**params, "chunks": chunks}}
+    b = ScheduleBuilder(first.topology, first.ranks, first.nbytes, chunks, name, info)
+    return concatenate(parts, b)
