@@ -10,6 +10,7 @@ balanced steps.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -40,7 +41,9 @@ from arsched.algorithms.routes import Routes, route
 from arsched.algorithms.trees import Sends, in_out_sends, tree_edges, tree_heights, tree_sends
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import DEFAULT_ALPHA
-from arsched.errors import ArschedError
+from arsched.errors import ArschedError, NotFaster, OutOfTime
+from arsched.limits import LimitError
+from arsched.sim import simulate_flow
 from arsched.topology.core import Topology
 
 log = logging.getLogger(__name__)
@@ -113,11 +116,10 @@ def _tree_packing(
     if levels and (units is not None or stages is not None):
         raise ArschedError("tree-packing: levels replace the pipeline: give units and stages or levels")
     if not levels and not symmetric(topology):
-        packed = pack_directed(topology, rs, positive_int(iterations, "iterations"))
-        piped = _directed_schedule(topology, rs, nbytes, packed, units, stages, alpha, iterations, seed)
         if levels is None and units is None and stages is None:
-            return _or_halves(piped, topology, rs, nbytes, alpha, iterations)
-        return piped
+            return _directed_default(topology, rs, nbytes, alpha, iterations, seed)
+        packed = pack_directed(topology, rs, positive_int(iterations, "iterations"))
+        return _directed_schedule(topology, rs, nbytes, packed, units, stages, alpha, iterations, seed)
     packing = pack(topology, rs, positive_int(iterations, "iterations"), seed)
     overhead = step_overhead(topology, alpha)
     if levels:
@@ -210,26 +212,49 @@ def _directed_schedule(
     )
 
 
-def _or_halves(
-    piped: Schedule, topology: Topology, ranks: tuple[str, ...], nbytes: float, alpha: float, iterations: int
+def _directed_default(
+    topology: Topology, ranks: tuple[str, ...], nbytes: float, alpha: float, iterations: int, seed: int
 ) -> Schedule:
-    """`piped`, or AllReduce as tree packing's own ReduceScatter (in-trees) then its AllGather
-    (out-trees), ForestColl's composition (`composed.join`), whichever the flow model times
-    faster, where the halves' common chunk count keeps them within `SELECT_TRANSFERS`. Each half
-    weighs its pipeline against shortest-path trees placed level by level, which have no fill or
-    drain: on a one-way 4×3 torus the halves take 1.003× the bound at 256 MB and 1.062× at
-    16 MB, the directed pipeline 1.046× and 1.226×."""
-    halves = [
-        registry.build(NAME, topology, ranks, nbytes, c, alpha=alpha, iterations=iterations)
-        for c in ("reduce_scatter", "allgather")
-    ]
-    chunks = math.lcm(*(h.num_chunks for h in halves))
-    size = sum(len(h) * (chunks // h.num_chunks) for h in halves)
-    if size > SELECT_TRANSFERS:
+    """The directed AllReduce by default: tree packing's ReduceScatter then its AllGather, each
+    over shortest-path trees placed level by level, which have no fill or drain (`_halves`;
+    ForestColl composes its AllReduce of the same two halves), where the flow model times them
+    within `NEAR` of the bound; else the faster of them and the directed pipeline. On a one-way
+    4×3 torus the halves take 1.003× the bound at 256 MB and 1.062× at 16 MB, the pipeline
+    1.046× and 1.226×; on a ring with a slower way back (none of its shortest paths use it) the
+    halves are above 2× and the pipeline is kept."""
+    halves = _halves(topology, ranks, nbytes, alpha, iterations)
+    best = math.inf
+    if halves is not None:
+        with contextlib.suppress(OutOfTime, LimitError):
+            timed = simulate_flow(halves, alpha, max_instants=SELECT_INSTANTS)
+            if timed.gap <= 1 + NEAR:
+                return halves
+            best = timed.time_s
+    packed = pack_directed(topology, ranks, positive_int(iterations, "iterations"))
+    piped = _directed_schedule(topology, ranks, nbytes, packed, None, None, alpha, iterations, seed)
+    if halves is None or best == math.inf:
         return piped
+    try:
+        faster = simulate_flow(piped, alpha, give_up_above=best, max_instants=SELECT_INSTANTS).time_s < best
+    except (NotFaster, OutOfTime, LimitError):
+        faster = False
+    return piped if faster else halves
+
+
+def _halves(
+    topology: Topology, ranks: tuple[str, ...], nbytes: float, alpha: float, iterations: int
+) -> Schedule | None:
+    """Tree packing's ReduceScatter (in-trees) then AllGather (out-trees), both unpipelined
+    (`levels`), joined into an AllReduce (`composed.join`); None where they do not apply."""
+    try:
+        parts = [
+            registry.build(NAME, topology, ranks, nbytes, c, alpha=alpha, iterations=iterations, levels=True)
+            for c in ("reduce_scatter", "allgather")
+        ]
+    except NotApplicable:
+        return None
     params = {"halves": True, "alpha": alpha, "iterations": iterations}
-    make = functools.partial(join, *halves, NAME, params, {"packing": "directed"})
-    return fastest(piped, [make], [size], alpha, len(piped) + size, SELECT_INSTANTS)
+    return join(*parts, NAME, params, {"packing": "directed"})
 
 
 def _timed_pipeline(
