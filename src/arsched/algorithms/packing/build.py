@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -138,8 +138,8 @@ def _tree_packing(
             log.info("tree-packing: balanced steps, R = %d, %.3f x the bound", plan.steps, plan.time / bound)
             if plan.time < time:
                 return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
-        return _timed_pipeline(
-            topology, rs, nbytes, packing, sends, routes, (units, stages), alpha, iterations, seed
+        return _pipeline(
+            topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed, timed=True
         )
     return _pipeline(topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed)
 
@@ -203,9 +203,20 @@ def _directed_schedule(
             stages,
             time * packing.limit / nbytes,
         )
-        first = (units, stages)
-        return _timed_pipeline(
-            topology, ranks, nbytes, packing, sends, routes, first, alpha, iterations, seed, "directed"
+        return _pipeline(
+            topology,
+            ranks,
+            nbytes,
+            packing,
+            sends,
+            routes,
+            units,
+            stages,
+            alpha,
+            iterations,
+            seed,
+            "directed",
+            True,
         )
     return _pipeline(
         topology, ranks, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed, "directed"
@@ -258,43 +269,20 @@ def _halves(
 
 
 def _timed_pipeline(
-    topology: Topology,
-    ranks: tuple[str, ...],
-    nbytes: float,
-    packing: Packing | DirectedPacking,
-    sends: list[Sends],
-    routes: Routes,
-    first: tuple[int, int],
-    alpha: float,
-    iterations: int,
-    seed: int,
-    kind: str | None = None,
+    make: Callable[..., Schedule], first: tuple[int, int], stages: int, ranks: int, alpha: float
 ) -> Schedule:
     """The fastest in the flow model of the pipeline `first` (units, stages), the pick by the
-    time with barriers, and the other `stage_candidates`, as many as fit in `SELECT_TRANSFERS`,
-    each simulation cut after `SELECT_INSTANTS` event instants (`fastest`). Barrier times
-    misjudge pipelines of deep trees: on a one-way 4×3 torus (trees 14 hops high; it has no two
-    disjoint Hamiltonian rings, so no ring scheme comes near the bound either) the pick, 32
-    units of 53 stages, was 1.078× the bound at 256 MB and the fastest candidate, 64 of 106,
-    is 1.046×; at 16 MB 1.355× and 1.226×."""
-    make = functools.partial(
-        _pipeline,
-        topology,
-        ranks,
-        nbytes,
-        packing,
-        sends,
-        routes,
-        alpha=alpha,
-        iterations=iterations,
-        seed=seed,
-        kind=kind,
-    )
-    options = stage_candidates(first, default_stages(packing.rate, topology, nbytes, alpha))
-    per_chunk = 2 * (len(ranks) - 1)  # every chunk crosses its trees' n − 1 edges up and down
+    time with barriers, and the other `stage_candidates` around `stages` (`default_stages`), as
+    many as fit in `SELECT_TRANSFERS`, each simulation cut after `SELECT_INSTANTS` event instants
+    (`fastest`); `make(units, stages)` builds one over `ranks` ranks. Barrier times misjudge
+    pipelines of deep trees: on a one-way 4×3 torus (trees 14 hops high) the pick, 32 units of
+    53 stages, was 1.078× the bound at 256 MB and the fastest candidate, 64 of 106, is 1.046×;
+    at 16 MB 1.355× and 1.226×."""
+    options = stage_candidates(first, stages)
+    per_chunk = 2 * (ranks - 1)  # every chunk crosses its trees' n − 1 edges up and down
     return fastest(
         make(*first),
-        [functools.partial(make, units=u, stages=s) for u, s in options[1:]],
+        [functools.partial(make, u, s) for u, s in options[1:]],
         [u * s * per_chunk for u, s in options[1:]],
         alpha,
         SELECT_TRANSFERS,
@@ -315,10 +303,17 @@ def _pipeline(
     iterations: int,
     seed: int,
     kind: str | None = None,
+    timed: bool = False,
 ) -> Schedule:
     """The pipelined schedule of the packing's trees (or pieces) given by their sends
-    (`tree_sends`, `in_out_sends`) on `routes`; `kind` names a packing other than the
+    (`tree_sends`, `in_out_sends`) on `routes`, or with `timed` the fastest of it and the other
+    `stage_candidates` (`_timed_pipeline`); `kind` names a packing other than the
     undirected one in the meta."""
+    if timed:
+        args = (topology, ranks, nbytes, packing, sends, routes)
+        make = functools.partial(_pipeline, *args, alpha=alpha, iterations=iterations, seed=seed, kind=kind)
+        around = default_stages(packing.rate, topology, nbytes, alpha)
+        return _timed_pipeline(make, (units, stages), around, len(ranks), alpha)
     if stages is None:
         stages = default_stages(packing.rate, topology, nbytes, alpha)
     stages = positive_int(stages, "stages")
