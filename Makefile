@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gpu_fabrics.py
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_auto.py
+	$(BIN)/python benchmarks/bench_directed.py
 	$(BIN)/python benchmarks/bench_collectives.py
 	$(BIN)/python benchmarks/bench_collectives.py --scale
 	$(BIN)/python benchmarks/bench_runtime.py

@@ -230,9 +230,9 @@ def _directed_default(
     over shortest-path trees placed level by level, which have no fill or drain (`_halves`;
     ForestColl composes its AllReduce of the same two halves), where the flow model times them
     within `NEAR` of the bound; else the faster of them and the directed pipeline. On a one-way
-    4×3 torus the halves take 1.003× the bound at 256 MB and 1.062× at 16 MB, the pipeline
-    1.046× and 1.226×; on a ring with a slower way back (none of its shortest paths use it) the
-    halves are above 2× and the pipeline is kept."""
+    4×3 torus the halves take 1.003× the bound at 256 MB and 1.051× at 16 MB, the pipeline
+    1.045× and 1.233× (`benchmarks/bench_directed.py`); on a ring with a slower way back (none
+    of its shortest paths use it) the halves are above 2× and the pipeline is kept."""
     halves = _halves(topology, ranks, nbytes, alpha, iterations)
     best = math.inf
     if halves is not None:
@@ -276,8 +276,8 @@ def _timed_pipeline(
     many as fit in `SELECT_TRANSFERS`, each simulation cut after `SELECT_INSTANTS` event instants
     (`fastest`); `make(units, stages)` builds one over `ranks` ranks. Barrier times misjudge
     pipelines of deep trees: on a one-way 4×3 torus (trees 14 hops high) the pick, 32 units of
-    53 stages, was 1.078× the bound at 256 MB and the fastest candidate, 64 of 106, is 1.046×;
-    at 16 MB 1.355× and 1.226×."""
+    52 stages, is 1.083× the bound at 256 MB and the fastest candidate 1.045×; at 16 MB 1.363×
+    and 1.233× (`benchmarks/bench_directed.py`)."""
     options = stage_candidates(first, stages)
     per_chunk = 2 * (ranks - 1)  # every chunk crosses its trees' n − 1 edges up and down
     return fastest(
