@@ -87,13 +87,8 @@ def join(first: Schedule, second: Schedule, name: str, params: dict, meta: dict 
     same ranks), both refined to a common chunk count (`refine`); `params` (with the chunk
     count added) and `meta` go into its meta."""
     chunks = math.lcm(first.num_chunks, second.num_chunks)
-    n = len(first.ranks)
-    check_schedule(
-        name,
-        n,
-        chunks,
-        len(first) * (chunks // first.num_chunks) + len(second) * (chunks // second.num_chunks),
-    )
+    transfers = sum(len(s) * (chunks // s.num_chunks) for s in (first, second))
+    check_schedule(name, len(first.ranks), chunks, transfers)
     parts = [refine(first, chunks), refine(second, chunks)]
     info = {**(meta or {}), "params": {**params, "chunks": chunks}}
     b = ScheduleBuilder(first.topology, first.ranks, first.nbytes, chunks, name, info)

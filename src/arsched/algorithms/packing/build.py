@@ -61,7 +61,7 @@ def positive_int(value: object, name: str) -> int:
     return int(value)
 
 
-@register("tree-packing", "spanning trees weighted by an LP (column generation): bandwidth-optimal packing")
+@register(NAME, "spanning trees weighted by an LP (column generation): bandwidth-optimal packing")
 def tree_packing(
     topology: Topology,
     ranks: Sequence[str] | None = None,
@@ -87,7 +87,7 @@ def tree_packing(
     `alpha` times faster within `SELECT_INSTANTS`, `fastest_channels`: on an MI250 box pair at
     16 MB two channels take 2.26× the bound where one takes 3.04×, on DCell(4,1) 1.22× against
     1.15×)."""
-    channels = check_channels(channels, "tree-packing")
+    channels = check_channels(channels, NAME)
     schedule = _tree_packing(topology, ranks, nbytes, alpha, seed, units, stages, iterations, levels)
     return fastest_channels(schedule, alpha, channels, max_instants=SELECT_INSTANTS)
 
@@ -104,8 +104,8 @@ def _tree_packing(
     levels: bool | None,
 ) -> Schedule:
     """`tree_packing` on one channel."""
-    rs = check_ranks(topology, ranks, "tree-packing")
-    nbytes = check_nbytes(nbytes, "tree-packing")
+    rs = check_ranks(topology, ranks, NAME)
+    nbytes = check_nbytes(nbytes, NAME)
     n = len(rs)
     if n > MAX_RANKS:
         raise NotApplicable(f"tree-packing is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
@@ -127,7 +127,8 @@ def _tree_packing(
         return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
     routes = route(topology, rs, *tree_edges(packing.parents))
     sends = [tree_sends(parent) for parent in packing.parents]
-    if units is None and stages is None:
+    timed = units is None and stages is None
+    if timed:
         units, stages, time = choose_pipeline(packing, routes, topology, nbytes, alpha)
         bound = nbytes / packing.limit
         log.info(
@@ -138,10 +139,8 @@ def _tree_packing(
             log.info("tree-packing: balanced steps, R = %d, %.3f x the bound", plan.steps, plan.time / bound)
             if plan.time < time:
                 return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
-        return _pipeline(
-            topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed, timed=True
-        )
-    return _pipeline(topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed)
+    args = (topology, rs, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed)
+    return _pipeline(*args, timed=timed)
 
 
 def _balanced_schedule(
@@ -160,7 +159,7 @@ def _balanced_schedule(
         ranks,
         nbytes,
         len(plan.columns),
-        "tree-packing",
+        NAME,
         {
             "params": {"levels": True, "alpha": alpha, "iterations": iterations},
             "seed": seed,
@@ -193,7 +192,8 @@ def _directed_schedule(
     routes = route(
         topology, ranks, np.concatenate([x[0] for x in sends]), np.concatenate([x[1] for x in sends])
     )
-    if units is None and stages is None:
+    timed = units is None and stages is None
+    if timed:
         units, stages, time = choose_stages(
             sends, packing.weights, packing.rate, routes, topology, nbytes, alpha
         )
@@ -203,24 +203,8 @@ def _directed_schedule(
             stages,
             time * packing.limit / nbytes,
         )
-        return _pipeline(
-            topology,
-            ranks,
-            nbytes,
-            packing,
-            sends,
-            routes,
-            units,
-            stages,
-            alpha,
-            iterations,
-            seed,
-            "directed",
-            True,
-        )
-    return _pipeline(
-        topology, ranks, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed, "directed"
-    )
+    args = (topology, ranks, nbytes, packing, sends, routes, units, stages, alpha, iterations, seed)
+    return _pipeline(*args, kind="directed", timed=timed)
 
 
 def _directed_default(
@@ -243,7 +227,7 @@ def _directed_default(
             best = timed.time_s
     packed = pack_directed(topology, ranks, positive_int(iterations, "iterations"))
     piped = _directed_schedule(topology, ranks, nbytes, packed, None, None, alpha, iterations, seed)
-    if halves is None or best == math.inf:
+    if best == math.inf:  # no halves, or too long to time
         return piped
     try:
         faster = simulate_flow(piped, alpha, give_up_above=best, max_instants=SELECT_INSTANTS).time_s < best
@@ -331,7 +315,7 @@ def _pipeline(
         "trees": int((count > 0).sum()),
         "max_height": int(packing.heights[count > 0].max()),
     }
-    b = ScheduleBuilder(topology, ranks, nbytes, units * stages, "tree-packing", meta)
+    b = ScheduleBuilder(topology, ranks, nbytes, units * stages, NAME, meta)
     used = [x if c else None for x, c in zip(sends, count.tolist(), strict=True)]
     add_sends_pipeline(b, used, count, stages, routes)
     return b.build()

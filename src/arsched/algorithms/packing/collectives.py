@@ -47,7 +47,7 @@ import numpy as np
 from arsched.algorithms.common import check_nbytes, check_ranks, check_root
 from arsched.algorithms.halves import half
 from arsched.algorithms.packing.balanced import add_balanced, balance, chunk_count
-from arsched.algorithms.packing.build import MAX_RANKS, NEAR, positive_int
+from arsched.algorithms.packing.build import MAX_RANKS, NAME, NEAR, positive_int
 from arsched.algorithms.packing.directed import symmetric
 from arsched.algorithms.packing.forest import Forest, pack_forest
 from arsched.algorithms.packing.levels import level_schedule
@@ -74,7 +74,6 @@ from arsched.sim.flow import simulate_flow
 from arsched.sim.result import check_alpha
 from arsched.topology.core import Topology
 
-NAME = "tree-packing"
 SELECT_SECONDS = 60.0  # a guard only: past it no further candidate is simulated
 
 
