@@ -216,7 +216,7 @@ def _directed_default(
     within `NEAR` of the bound; else the faster of them and the directed pipeline. On a one-way
     4×3 torus the halves take 1.003× the bound at 256 MB and 1.051× at 16 MB, the pipeline
     1.045× and 1.233× (`benchmarks/bench_directed.py`); on a ring with a slower way back (none
-    of its shortest paths use it) the halves are above 2× and the pipeline is kept."""
+    of its shortest paths use it) the halves are far slower and the pipeline is kept."""
     halves = _halves(topology, ranks, nbytes, alpha, iterations)
     best = math.inf
     if halves is not None:
