@@ -95,9 +95,10 @@ def test_a_spent_budget_still_gives_the_first_schedule():
     s = build(
         "auto", parse_spec("torus:dims=3x3"), None, 1e6, budget=1e-9, candidates=["rhd", "ring", "dbtree"]
     )
-    assert s.algorithm == "rhd"
+    assert s.algorithm == "rhd" and validate(s).ok
     notes = [c.get("note", "") for c in s.meta["auto"]["candidates"]]
-    assert notes[1:] == ["not tried: the budget ran out"] * 2
+    assert notes[:2] == ["not tried: the budget ran out"] * 2  # ring, dbtree; rhd: no time to time it
+    assert notes[-1].startswith("chosen unsimulated")
 
 
 def test_bad_parameters():
@@ -124,6 +125,9 @@ def test_cli_says_what_auto_chose(capsys, tmp_path):
     assert code == 0
     chosen = json.loads(out.read_text())["meta"]["auto"]["chosen"]
     assert f"auto chose {chosen}:" in text
+    args = ("-t", "torus:dims=3x3", "-a", "auto", "-s", "64MB", "--budget", "1e-9", "-o", str(out))
+    code, text, _ = run(capsys, "schedule", *args)  # its event simulations cut at once
+    assert code == 0 and "by its lower bound: no simulation ended within the budget" in " ".join(text.split())
     code, _, err = run(capsys, "schedule", "-t", "ring:n=4", "-a", "ring", "--budget", "5", "-o", str(out))
     assert_one_line_error(code, err)
 
@@ -167,7 +171,7 @@ def test_a_simulation_cut_short_is_retried_at_the_end_then_noted(monkeypatch, cu
     s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, candidates=["dbtree", "ring", "rhd"])
     assert validate(s).ok
     assert [c[0] for c in calls] == ["dbtree", "ring", "rhd", "ring"]
-    assert calls[0][1] is None and all(d is not None for _, d in calls[1:])  # the first runs to its end
+    assert all(d is not None for _, d in calls)  # the first too: nothing runs unbounded
     assert calls[1][1] < calls[3][1]  # a share first, then all that is left
     ring = next(c for c in s.meta["auto"]["candidates"] if c["algorithm"] == "ring")
     if cuts == 2:
@@ -210,6 +214,52 @@ def test_cut_simulations_are_retried_most_promising_first_past_the_budget(monkey
     assert calls[3][1] >= calls[3][2] + auto.GRACE * budget * 0.99  # ... with GRACE more
     times = {c["algorithm"]: c.get("time_s") for c in s.meta["auto"]["candidates"]}
     assert times["rhd"] == pytest.approx(simulate_flow(build("rhd", topo, None, 1e6)).time_s)
+
+
+def test_a_first_simulation_that_would_not_end_is_cut_and_the_search_stays_in_its_bound(monkeypatch):
+    """Before any schedule is timed, a simulation still gets only a share of the time (the first
+    one on a 512-server Jellyfish ran for many minutes): cut, the others are timed, and the
+    search ends within (1 + GRACE) of its budget."""
+    import arsched.algorithms.auto as auto
+
+    real = auto.simulate_flow
+    budget = 0.4
+
+    def endless(schedule, *args, deadline=None, **kwargs):
+        if schedule.algorithm == "dbtree":
+            assert deadline is not None
+            time.sleep(max(deadline - time.monotonic(), 0.0))
+            raise OutOfTime("flow simulation stopped at its deadline", 1e-6)
+        return real(schedule, *args, deadline=deadline, **kwargs)
+
+    monkeypatch.setattr(auto, "simulate_flow", endless)
+    monkeypatch.setattr(auto, "_busiest_link", lambda schedule: 0.0)  # none kept for later by it
+    start = time.monotonic()
+    s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, budget=budget, candidates=["dbtree", "rhd"])
+    assert time.monotonic() - start < (1 + auto.GRACE) * budget + 2.0  # plus the builds
+    assert validate(s).ok and s.algorithm == "rhd"
+    notes = {c["algorithm"]: c.get("note", "") for c in s.meta["auto"]["candidates"]}
+    assert notes["dbtree"] == auto.CUT
+
+
+def test_where_no_simulation_ends_the_lowest_lower_bound_is_chosen_and_said(monkeypatch):
+    import arsched.algorithms.auto as auto
+
+    floors = {"dbtree": 3e-3, "ring": 2e-3, "rhd": 1e-3}
+    deadlines = []
+
+    def cut(schedule, *args, deadline=None, **kwargs):
+        deadlines.append(deadline)
+        raise OutOfTime("flow simulation stopped at its deadline", floors[schedule.algorithm])
+
+    monkeypatch.setattr(auto, "simulate_flow", cut)
+    monkeypatch.delitem(get("ring").floors, "allreduce")
+    monkeypatch.setattr(auto, "_busiest_link", lambda schedule: 0.0)
+    s = build("auto", parse_spec("torus:dims=3x3"), None, 1e6, budget=0.05, candidates=list(floors))
+    assert validate(s).ok and s.algorithm == "rhd"
+    assert None not in deadlines
+    note = s.meta["auto"]["candidates"][-1]
+    assert note["algorithm"] == "rhd" and note["note"].startswith("chosen unsimulated")
 
 
 FLOORED = ["ring", "multi-ring", "ps"]

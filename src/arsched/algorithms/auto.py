@@ -16,6 +16,10 @@ first, with all the time left and `GRACE` of the budget more (tree packing's pla
 256-server Jellyfish takes most of the budget to build and about as long to simulate, and is
 1.104× the bound at 16 MB where the others are 2.7× or more, `benchmarks/bench_auto.py`: thrown
 away unsimulated for want of time, the build was wasted); one cut again is noted, not chosen.
+Until one schedule has been timed, each simulation gets an equal share of what is left (of the
+budget, then of the grace), those cut then get the rest, and where none ends at all (a
+512-server Jellyfish: hierarchical's contended event simulation runs for many minutes) the
+schedule with the lowest lower bound on its time is returned unsimulated, its meta saying so.
 So the search ends within 1 + `GRACE` (twice) the budget plus one build. In the flow model a
 candidate is first timed without contention (the sweep `simulate_flow` runs first anyway) after
 its busiest link's bytes at that link's capacity: lower bounds on its simulated time, so one
@@ -73,6 +77,7 @@ CROWDED = 100_000  # rank pairs in one step above which a schedule is simulated 
 SCREEN = 1e-6  # margin over the event simulation's grouping of near-simultaneous events (1e-9)
 # hrl's fallback replays greedy-trees' plan, which auto builds and times as a candidate anyway
 OWN = {"hrl": {"fallback": False}}
+CUT = "not simulated to its end: the budget ran out"
 
 
 def _candidates(names: Sequence[str] | str | None, collective: str = "allreduce") -> list[str]:
@@ -162,7 +167,7 @@ def search(
 
     def stop() -> str | None:
         """Why no further candidate is tried, if none is."""
-        if best is not None and time.monotonic() >= deadline:
+        if (best is not None or later) and time.monotonic() >= deadline:  # one built at least
             return "the budget ran out"
         if best is not None and best[1] <= GOOD_ENOUGH:
             return f"one within {GOOD_ENOUGH:g}× the bound came first"
@@ -170,7 +175,7 @@ def search(
 
     def simulate(schedule: Schedule, until: float) -> float | None:
         """Simulate and record `schedule`; if its simulation was cut at `until` (a
-        `time.monotonic()` value; none before a first schedule is in hand), a lower bound on its
+        `time.monotonic()` value), a lower bound on its
         time instead of None. In the flow model a schedule whose contention-free time already is
         no faster than the best is recorded with that floor and not simulated further."""
         nonlocal best
@@ -182,7 +187,7 @@ def search(
                     schedule,
                     a,
                     fifo=fifo,
-                    deadline=None if best is None else until,
+                    deadline=until,
                     give_up_above=None if best is None else best[0] * (1 + SCREEN),
                 )
             else:
@@ -235,28 +240,41 @@ def search(
         if (
             best is None
             and model == "flow"
-            and time.monotonic() < deadline  # a spent budget takes the first schedule built
+            and time.monotonic() < deadline  # a spent budget: simulated now, with what is left
             and (busy := _busiest_link(schedule)) > GOOD_ENOUGH * schedule_bound(schedule, a)
         ):
             log.info("auto: %s kept for after the others: its busiest link alone is above the bound", name)
             later.append((busy, schedule))  # then screened against the best by `give_up_above`
             continue
         # an equal share of what is left, so that one slow simulation cannot starve the rest
-        share = (deadline - time.monotonic()) / (len(names) - i + len(later))
+        share = max(deadline - time.monotonic(), 0.0) / (len(names) - i + len(later))
         if (floor := simulate(schedule, time.monotonic() + share)) is not None:
             later.append((floor, schedule))
     # what was built and cut: the most promising first, with the time left and GRACE more
     end = max(deadline, time.monotonic() + GRACE * budget)
-    for _, schedule in sorted(later, key=lambda x: x[0]):
+    queue = sorted(later, key=lambda x: x[0])
+    cut: list[tuple[float, Schedule]] = []  # cut with a share of the time: tried again after
+    for k, (_, schedule) in enumerate(queue):
         if best is not None and best[1] <= GOOD_ENOUGH:
             note = f"not simulated: one within {GOOD_ENOUGH:g}× the bound came first"
             tried.append({"algorithm": schedule.algorithm, "note": note})
         elif best is not None and time.monotonic() >= end:
             tried.append({"algorithm": schedule.algorithm, "note": "not simulated: the budget ran out"})
+        elif best is None:  # an equal share, so that one slow simulation cannot leave none timed
+            share = (end - time.monotonic()) / (len(queue) - k)
+            if (floor := simulate(schedule, time.monotonic() + share)) is not None:
+                cut.append((floor, schedule))
         elif simulate(schedule, end) is not None:
-            tried.append(
-                {"algorithm": schedule.algorithm, "note": "not simulated to its end: the budget ran out"}
-            )
+            tried.append({"algorithm": schedule.algorithm, "note": CUT})
+    for _, schedule in sorted(cut, key=lambda x: x[0]):
+        late = time.monotonic() >= end or (best is not None and best[1] <= GOOD_ENOUGH)
+        if late or simulate(schedule, end) is not None:
+            tried.append({"algorithm": schedule.algorithm, "note": CUT})
+    if best is None and cut:  # no simulation ended in time: the lowest lower bound, said so
+        floor, schedule = min(cut, key=lambda x: x[0])
+        best = (floor, floor / schedule_bound(schedule, a), schedule)
+        note = f"chosen unsimulated: no simulation ended within the budget; at least {best[1]:.3f}× the bound"
+        tried.append({"algorithm": schedule.algorithm, "note": note})
     if best is None:
         reasons = "; ".join(f"{t['algorithm']}: {t['note']}" for t in tried)
         raise NotApplicable(f"auto: no algorithm applies to this network ({reasons})")

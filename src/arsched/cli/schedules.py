@@ -299,8 +299,15 @@ def schedule(
     out.print(f"wrote {out_file}: {report.message}; synthesised in {took:.2f} s")
     if "auto" in result.meta:
         search = result.meta["auto"]
-        gap = next(c["gap"] for c in search["candidates"] if c["algorithm"] == search["chosen"])
-        out.print(f"auto chose {search['chosen']}: {gap:.3f}× the bound in the {search['model']} model")
+        gaps = [c["gap"] for c in search["candidates"] if c["algorithm"] == search["chosen"] and "gap" in c]
+        if gaps:
+            gap, model = gaps[0], search["model"]
+            out.print(f"auto chose {search['chosen']}: {gap:.3f}× the bound in the {model} model")
+        else:
+            out.print(
+                f"auto chose {search['chosen']} by its lower bound: no simulation ended within the budget "
+                "(a larger --budget times them)"
+            )
     kept = result.meta.get("hrl", {})
     if kept.get("source", "policy") != "policy":
         out.print(
