@@ -180,3 +180,25 @@ def test_candidates_past_the_transfer_budget_are_not_simulated(monkeypatch):
     chosen = build("tree-packing", topo, None, 16e6, "allgather", levels=False)
     assert (chosen.meta["params"]["units"], chosen.meta["params"]["stages"]) == options[0]
     assert dumps(chosen) == dumps(build("tree-packing", topo, None, 16e6, "allgather", levels=False))
+
+
+def test_beyond_the_rank_limit_reduce_scatter_and_allgather_are_balanced_halves(monkeypatch):
+    """Past `MAX_RANKS` (lowered here, so that the test stays small) there is no LP: ReduceScatter
+    and AllGather are the halves of the balanced AllReduce steps, valid, exact and near their
+    bound on a network no constant was tuned on; the rooted collectives, a forced pipeline and
+    one-way links, which need the LP, are refused."""
+    from arsched.algorithms import NotApplicable
+
+    monkeypatch.setattr(packing_collectives, "MAX_RANKS", 8)
+    topo = parse_spec("jellyfish:switches=6,ports=4,net_ports=2,seed=11")
+    for collective in ("reduce_scatter", "allgather"):
+        s = build("tree-packing", topo, None, 16e6, collective)
+        assert validate(s).ok and numeric_check(s).ok and s.meta["params"]["levels"] is True
+        assert simulate_flow(s).gap < 1.3
+        with pytest.raises(NotApplicable, match="only for ReduceScatter and AllGather"):
+            build("tree-packing", topo, None, 16e6, collective, units=2, stages=4)
+    for collective in ("broadcast", "reduce"):
+        with pytest.raises(NotApplicable, match="only for ReduceScatter and AllGather"):
+            build("tree-packing", topo, None, 16e6, collective)
+    with pytest.raises(NotApplicable, match="equal reverses"):
+        build("tree-packing", parse_spec("torus:dims=3x3,oneway=1"), None, 16e6, "allgather")

@@ -51,6 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from arsched.algorithms.registry import NotApplicable
 from arsched.algorithms.routes import Routes, all_pairs, intern
 from arsched.algorithms.trees import hang_from, tree_heights
 from arsched.collective.schedule import ScheduleBuilder
@@ -64,6 +65,7 @@ SHARPNESS = (50.0, 10.0)  # β tried: a link-step as loaded as the busiest costs
 SWEEPS = 16  # rip-up-and-re-place passes over all chunks after the first placement, at most ...
 PATIENCE = 4  # ... stopping after this many in a row that found no faster plan than the best
 MORE_STEPS = 8  # steps tried beyond the overlay's diameter + 1
+MOST_RANKS = 512  # a sweep costs about chunks·n² (chunks ∝ 1/n): 115 s at 512 ranks in all
 
 
 def overlay(topology: Topology, ranks: tuple[str, ...]) -> Routes:
@@ -528,7 +530,14 @@ def balance(
     time is not monotone in R (on an MI250 box it rises for several steps before it falls well
     below its first value), so every R is tried. That placement gets the rest of its `SWEEPS`,
     the other sharpnesses place the plan again at that R with all of theirs, and the fastest
-    is kept (on a tie the first)."""
+    is kept (on a tie the first). More than `MOST_RANKS` ranks are refused (NotApplicable) before
+    any work: the placement's time grows with the ranks (docs/results.md, "Tree packing at
+    scale")."""
+    if len(ranks) > MOST_RANKS:
+        raise NotApplicable(
+            f"tree-packing places balanced steps over at most {MOST_RANKS} ranks (their placement "
+            f"takes minutes there), not {len(ranks)}"
+        )
     net = Network.of(topology, ranks)
     chunks = chunk_count(len(ranks), nbytes) if chunks is None else chunks
 

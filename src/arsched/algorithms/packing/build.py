@@ -86,9 +86,12 @@ def tree_packing(
     `channels` connections per rank pair (None: one or two, whichever the flow model at
     `alpha` times faster within `SELECT_INSTANTS`, `fastest_channels`: on an MI250 box pair at
     16 MB two channels take 2.26× the bound where one takes 3.04×, on DCell(4,1) 1.22× against
-    1.15×)."""
+    1.15×). Beyond `MAX_RANKS` ranks it places balanced steps only, which need no LP (and so no
+    pipeline, and no directed trees: NotApplicable there), on one channel unless told."""
     channels = check_channels(channels, NAME)
     schedule = _tree_packing(topology, ranks, nbytes, alpha, seed, units, stages, iterations, levels)
+    if channels is None and len(schedule.ranks) > MAX_RANKS:  # timing two would take minutes
+        channels = 1
     return fastest_channels(schedule, alpha, channels, max_instants=SELECT_INSTANTS)
 
 
@@ -107,8 +110,12 @@ def _tree_packing(
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     n = len(rs)
-    if n > MAX_RANKS:
-        raise NotApplicable(f"tree-packing is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
+    big = n > MAX_RANKS  # balanced steps only: they need no LP
+    if big and (levels is False or units is not None or stages is not None or not symmetric(topology)):
+        raise NotApplicable(
+            f"tree-packing takes more than {MAX_RANKS} ranks only as balanced steps (levels): its "
+            "pipelines and its directed trees need an LP that grows with the rank pairs"
+        )
     if not (float(alpha) >= 0 and np.isfinite(alpha)):
         raise ArschedError(f"tree-packing: alpha must be a non-negative number of seconds, got {alpha!r}")
     if levels is not None and not isinstance(levels, bool):
@@ -120,8 +127,12 @@ def _tree_packing(
             return _directed_default(topology, rs, nbytes, alpha, iterations, seed)
         packed = pack_directed(topology, rs, positive_int(iterations, "iterations"))
         return _directed_schedule(topology, rs, nbytes, packed, units, stages, alpha, iterations, seed)
-    packing = pack(topology, rs, positive_int(iterations, "iterations"), seed)
     overhead = step_overhead(topology, alpha)
+    if big:
+        plan = balance(topology, rs, nbytes, overhead)
+        iterations = positive_int(iterations, "iterations")
+        return _balanced_schedule(topology, rs, nbytes, plan, None, alpha, iterations, seed)
+    packing = pack(topology, rs, positive_int(iterations, "iterations"), seed)
     if levels:
         plan = balance(topology, rs, nbytes, overhead)
         return _balanced_schedule(topology, rs, nbytes, plan, packing, alpha, iterations, seed)
@@ -148,12 +159,13 @@ def _balanced_schedule(
     ranks: tuple[str, ...],
     nbytes: float,
     plan: BalancedPlan,
-    packing: Packing,
+    packing: Packing | None,
     alpha: float,
     iterations: int,
     seed: int,
 ) -> Schedule:
-    """The schedule of a balanced plan, with the packing's rates in its meta for comparison."""
+    """The schedule of a balanced plan, with the packing's rates (where there is one) in its meta
+    for comparison."""
     b = ScheduleBuilder(
         topology,
         ranks,
@@ -163,8 +175,7 @@ def _balanced_schedule(
         {
             "params": {"levels": True, "alpha": alpha, "iterations": iterations},
             "seed": seed,
-            "lp_rate": packing.rate,
-            "lp_optimum": packing.optimum,
+            **({} if packing is None else {"lp_rate": packing.rate, "lp_optimum": packing.optimum}),
             "level_time": plan.time,
             "level_steps": plan.steps,
             "trees": len({parent.tobytes() for parent, _ in plan.columns}),

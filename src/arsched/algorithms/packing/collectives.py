@@ -95,19 +95,25 @@ def forest_schedule(
     per-transfer overhead `alpha`; for ReduceScatter and AllGather, `levels` True takes the
     fastest schedule without a pipeline (`_unpipelined`), False never, None where the pipeline
     is more than `NEAR` above the bound and it is faster; for Broadcast and Reduce with `dual`,
-    the reversal of the other one's schedule where it is faster."""
+    the reversal of the other one's schedule where it is faster. Beyond `MAX_RANKS` ranks, with
+    no LP, ReduceScatter and AllGather are the balanced steps' half (`_balanced_half`)."""
     rs = check_ranks(topology, ranks, NAME)
     nbytes = check_nbytes(nbytes, NAME)
     alpha = check_alpha(alpha)
-    n = len(rs)
-    if n > MAX_RANKS:
-        raise NotApplicable(f"{NAME} is limited to {MAX_RANKS} ranks: its LP grows with the rank pairs")
     rooted = collective in ROOTED
     root = check_root(rs, root, NAME) if rooted else None
     if levels is not None and not isinstance(levels, bool):
         raise ArschedError(f"{NAME}: levels must be true or false, got {levels!r}")
     if levels and (units is not None or stages is not None):
         raise ArschedError(f"{NAME}: levels replace the pipeline: give units and stages or levels")
+    if len(rs) > MAX_RANKS:  # no LP: the balanced steps' half alone, where there is one
+        if rooted or levels is False or units is not None or stages is not None or not symmetric(topology):
+            raise NotApplicable(
+                f"{NAME} takes more than {MAX_RANKS} ranks only for ReduceScatter and AllGather as the "
+                "half of its balanced AllReduce steps, on links with equal reverses: the rest needs an "
+                "LP that grows with the rank pairs"
+            )
+        return _balanced_half(collective, topology, rs, nbytes, alpha)
     if levels:
         unpipelined = _unpipelined(collective, topology, rs, nbytes, alpha)
         if unpipelined is None:
