@@ -189,7 +189,7 @@ def main() -> None:
         "schedule's steps on the critical path each pay 5 µs, against the 16 MB bound in the last "
         "column. Where it is not, the schedule itself moves too many bytes over some link "
         "(GPU boxes: both intra-box phases of the hierarchical scheme cross each GPU's NVLink or xGMI "
-        "links, see `hierarchical`'s docstring; MI250's mesh: deep trees; the 256-server Jellyfish: "
+        "links, see `hierarchical`'s docstring; MI250's mesh: deep trees; the 256- and 512-server Jellyfish: "
         "tree packing's balanced steps, which leave some link-steps above the mean load: see "
         "`packing.balanced`'s docstring; the real Clos: `group-trees`, whose trees between its 48 "
         "racks and inside them are about 27 hops deep, each costing α and a latency per chunk, "
