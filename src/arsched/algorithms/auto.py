@@ -175,9 +175,9 @@ def search(
 
     def simulate(schedule: Schedule, until: float) -> float | None:
         """Simulate and record `schedule`; if its simulation was cut at `until` (a
-        `time.monotonic()` value), a lower bound on its
-        time instead of None. In the flow model a schedule whose contention-free time already is
-        no faster than the best is recorded with that floor and not simulated further."""
+        `time.monotonic()` value), a lower bound on its time instead of None. In the flow model a
+        schedule whose contention-free time already is no faster than the best is recorded with
+        that floor and not simulated further."""
         nonlocal best
         log.info("auto: simulating %s", schedule.algorithm)
         start = time.perf_counter()
