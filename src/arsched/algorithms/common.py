@@ -76,10 +76,20 @@ def pipeline_chunks(topology: Topology, ranks: Sequence[str], nbytes: float, hop
     return int(min(max(round(best), 1), 1024))
 
 
+TWO_OPT_WORK = 200_000_000
+"""The most pair evaluations (n² per pass) `ring_order`'s 2-opt spends: a few seconds at most,
+hundreds of passes at 512 ranks."""
+
+
 def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
-    """A ring order with few shared links and short hops: of the given order and a
-    nearest-neighbour tour from the first rank (lowest index at ties), the one whose hops load
-    their most loaded directed link least, then with the fewest hops in total."""
+    """A ring order with few shared links and short hops: of the given order, a
+    nearest-neighbour tour from the first rank (lowest index at ties) and, where both put two
+    hops on some link and hops are the same both ways, that tour shortened by 2-opt, the one
+    whose hops load their most loaded directed link least, then with the fewest hops in total,
+    then the earliest.
+
+    A nearest-neighbour tour ends with long jumps back across the network, which on DCell and
+    random fabrics put two of its hops on one link; 2-opt removes such crossings."""
     hops = topology.router.hop_matrix(ranks).astype(np.float64)
     if (hops < 0).any():
         raise NotApplicable(f"some ranks of {topology.name} cannot reach each other")
@@ -97,9 +107,33 @@ def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
         nxt = int(np.argmin(np.where(free, hops[tour[-1]], np.inf)))
         tour.append(nxt)
         free[nxt] = False
-    candidates = [np.arange(n), np.array(tour)]
-    best = min(candidates, key=cost)  # the given order wins ties
-    return tuple(ranks[i] for i in best)
+    scored = [(cost(order), k, order) for k, order in enumerate((np.arange(n), np.array(tour)))]
+    if min(scored)[0][0] > 1 and np.array_equal(hops, hops.T):
+        shorter = two_opt(hops, np.array(tour), max(1, TWO_OPT_WORK // (n * n)))
+        scored.append((cost(shorter), 2, shorter))
+    return tuple(ranks[i] for i in min(scored, key=lambda s: s[:2])[2])
+
+
+def two_opt(dist: np.ndarray, tour: np.ndarray, passes: int) -> np.ndarray:
+    """`tour` (a cycle over the indices of the symmetric matrix `dist`) shortened by 2-opt: each
+    pass reverses the segment whose reversal shortens the cycle most, until none does or
+    `passes` have run."""
+    tour = tour.copy()
+    n = len(tour)
+    if n < 4:
+        return tour
+    i, j = (x.astype(np.int32) for x in np.triu_indices(n, 2))
+    keep = ~((i == 0) & (j == n - 1))  # these two edges meet at tour[0]
+    i, j = i[keep], j[keep]
+    for _ in range(passes):
+        a, b = tour[i], tour[(i + 1) % n]
+        c, d = tour[j], tour[(j + 1) % n]
+        gain = dist[a, b] + dist[c, d] - dist[a, c] - dist[b, d]
+        k = int(np.argmax(gain))
+        if gain[k] <= 1e-9:
+            break
+        tour[i[k] + 1 : j[k] + 1] = tour[i[k] + 1 : j[k] + 1][::-1]
+    return tour
 
 
 def chain_floor(
