@@ -11,15 +11,16 @@ The networks: one switch (star), a fat-tree, BCube, DCell, a seeded Jellyfish, a
 one-way torus, a ring four times faster one way than the other, a heterogeneous leaf-spine and
 two 8-GPU boxes (NVSwitch and rail NICs).
 
-At scale (`--scale`, its own table): Broadcast and Reduce on 128 to 1,024 ranks, where tree
-packing stops (256 ranks) and a chain pays α at every one of its N − 1 hops: two fat-trees,
-16 H100 boxes, 128 A100 boxes (1,024 GPUs) and the real 847-host production Clos of
-`shared/data` (racks of 3 to 24 servers on one to three 100 Gb/s uplinks).
+At scale (`--scale`, its own table): ReduceScatter, AllGather, Broadcast and Reduce on 128 to
+1,024 ranks, where tree packing stops (256 ranks for its LP, 512 for its balanced steps) and a
+chain pays α at every one of its N − 1 hops: two fat-trees, 16 H100 boxes, 128 A100 boxes
+(1,024 GPUs) and the real 847-host production Clos of `shared/data` (racks of 3 to 24 servers on
+one to three 100 Gb/s uplinks).
 
 Run: python benchmarks/bench_collectives.py [--quick] [--only COLLECTIVE ...] [--network SPEC ...]
 (`--only` and `--network` rerun those collectives' rows on those networks, every one where
 either is left out, and keep every other row of the published table.)
-python benchmarks/bench_collectives.py --scale
+python benchmarks/bench_collectives.py --scale [--only COLLECTIVE ...]
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ NETWORKS = [
 ]
 QUICK = NETWORKS[:3]
 CLOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "lingjun2023_topo.csv"
-SCALE_SECTION = "Broadcast and Reduce at scale"
+SCALE_SECTION = "Collectives at scale"
 SCALE_NETWORKS = ["fattree:k=8", "hgx:boxes=16,gen=h100", str(CLOS), "fattree:k=16", "hgx:boxes=128"]
+SCALE_COLLECTIVES = COLLECTIVES[:4]  # AllToAll's direct schedule is N(N − 1) flows at once
 SIZES = (256e6, 16e6)
 TARGET = {"alltoall": 1.10}  # the others: 1.05
 
@@ -95,15 +97,21 @@ def row(spec: str, collective: str) -> list[object]:
     ]
 
 
+def merged(rows: list[list[object]], section: str) -> list[list[object]]:
+    """`rows` (rerun) in place of their (collective, network) rows of `section`'s last table, the
+    others kept; new rows join their collective's."""
+    fresh = {(r[0], r[1]): r for r in rows}
+    rows = [fresh.pop((r[0], r[1]), r) for r in previous_rows(section)] + list(fresh.values())
+    order = [TITLES[c] for c in COLLECTIVES]
+    return sorted(rows, key=lambda r: order.index(r[0]))
+
+
 def main(quick: bool, collectives: list[str] | None, networks: list[str] | None) -> None:
     partial = collectives is not None or networks is not None
     specs = networks or (QUICK if quick else NETWORKS)
     rows = [row(spec, c) for c in (collectives or COLLECTIVES) for spec in specs]
     if partial and not quick:
-        fresh = {(r[0], r[1]): r for r in rows}
-        rows = [fresh.pop((r[0], r[1]), r) for r in previous_rows(SECTION)] + list(fresh.values())
-        order = [TITLES[c] for c in COLLECTIVES]  # a new network's rows join their collective's
-        rows.sort(key=lambda r: order.index(r[0]))
+        rows = merged(rows, SECTION)
     met = sum(r[4] == "yes" for r in rows)
     table = markdown(
         [
@@ -149,14 +157,16 @@ def main(quick: bool, collectives: list[str] | None, networks: list[str] | None)
     )
 
 
-def scale() -> None:
-    """The `--scale` table (module docstring)."""
+def scale(collectives: list[str] | None) -> None:
+    """The `--scale` table (module docstring): `collectives`' rows rerun, the others kept."""
     rows = [
         row(spec, c)
-        for c in ("broadcast", "reduce")
+        for c in (collectives or SCALE_COLLECTIVES)
         for spec in SCALE_NETWORKS
         if spec != str(CLOS) or CLOS.exists()
     ]
+    if collectives is not None:
+        rows = merged(rows, SCALE_SECTION)
     table = markdown(
         ["collective", "network", "ranks", "best 256 MB", "≤ 1.05×", "best 16 MB", "best 256 MB at α = 0",
          "every algorithm, 256 MB", "wall"],
@@ -164,8 +174,11 @@ def scale() -> None:
     )  # fmt: skip
     publish(
         SCALE_SECTION,
-        "Broadcast and Reduce (from the first rank) where tree packing stops (256 ranks) or takes "
-        "long, as in the table above: the best gap at 256 MB and 16 MB, every algorithm's at 256 MB. "
+        "The collectives of the table above where tree packing stops (256 ranks for its LP, which "
+        "Broadcast and Reduce need; 512 for the balanced steps whose halves are its ReduceScatter "
+        "and AllGather) or takes long (Broadcast and Reduce from the first rank): the best gap at "
+        "256 MB and 16 MB, every algorithm's at 256 MB. AllToAll is left out (its direct schedule "
+        "is N(N − 1) flows at once). "
         "A chain (`ring`) moves the buffer at full rate but pays α and a latency at each of its N − 1 "
         "hops per chunk; `dbtree`'s two binary trees over the other ranks cross about log2 N hops, "
         "each rank forwarding the whole buffer at most; `group-trees` takes such trees between the "
@@ -190,9 +203,11 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="the first three networks only, printed")
     ap.add_argument("--only", action="append", choices=COLLECTIVES, help="rerun this collective (repeatable)")
     ap.add_argument("--network", action="append", choices=NETWORKS, help="rerun this network (repeatable)")
-    ap.add_argument("--scale", action="store_true", help="only the table of Broadcast and Reduce at scale")
+    ap.add_argument("--scale", action="store_true", help="only the table of the collectives at scale")
     args = ap.parse_args()
     if args.scale:
-        scale()
+        if args.network or (args.only and not set(args.only) <= set(SCALE_COLLECTIVES)):
+            ap.error("--scale takes no --network, and --only from " + ", ".join(SCALE_COLLECTIVES))
+        scale(args.only)
     else:
         main(args.quick, args.only, args.network)
