@@ -40,6 +40,17 @@ def test_two_opt_shortens_and_permutes(seed):
     assert (dist[a, b] + dist[c, d] - dist[a, c] - dist[b, d]).max() <= 1e-9
 
 
+def test_two_opt_blocks_change_nothing(monkeypatch):
+    """A pass scanned a few rows at a time makes the same moves as one scanned whole."""
+    rng = np.random.default_rng(9)
+    pts = rng.random((37, 2))
+    dist = np.linalg.norm(pts[:, None] - pts[None], axis=-1)
+    tour = rng.permutation(37)
+    whole = common.two_opt(dist, tour, 10_000)
+    monkeypatch.setattr(common, "TWO_OPT_BLOCK", 80)  # two rows a block
+    assert np.array_equal(common.two_opt(dist, tour, 10_000), whole)
+
+
 def test_two_opt_stops_after_its_passes():
     dist = np.abs(np.subtract.outer(np.arange(12.0), np.arange(12.0)))
     tour = np.array([0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11])

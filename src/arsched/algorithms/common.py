@@ -79,6 +79,7 @@ def pipeline_chunks(topology: Topology, ranks: Sequence[str], nbytes: float, hop
 TWO_OPT_WORK = 200_000_000
 """The most pair evaluations (n² per pass) `ring_order`'s 2-opt spends: a few seconds at most,
 hundreds of passes at 512 ranks."""
+TWO_OPT_BLOCK = 1 << 20  # pairs a 2-opt pass evaluates at once
 
 
 def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
@@ -116,23 +117,28 @@ def ring_order(topology: Topology, ranks: tuple[str, ...]) -> tuple[str, ...]:
 
 def two_opt(dist: np.ndarray, tour: np.ndarray, passes: int) -> np.ndarray:
     """`tour` (a cycle over the indices of the symmetric matrix `dist`) shortened by 2-opt: each
-    pass reverses the segment whose reversal shortens the cycle most, until none does or
-    `passes` have run."""
+    pass reverses the segment whose reversal shortens the cycle most (the first such in row
+    order), until none does or `passes` have run. A pass scans the segments a block of
+    `TWO_OPT_BLOCK` at a time, so its memory stays below the distance matrix's."""
     tour = tour.copy()
     n = len(tour)
-    if n < 4:
-        return tour
-    i, j = (x.astype(np.int32) for x in np.triu_indices(n, 2))
-    keep = ~((i == 0) & (j == n - 1))  # these two edges meet at tour[0]
-    i, j = i[keep], j[keep]
+    rows = max(1, TWO_OPT_BLOCK // n)
+    col = np.arange(n)
     for _ in range(passes):
-        a, b = tour[i], tour[(i + 1) % n]
-        c, d = tour[j], tour[(j + 1) % n]
-        gain = dist[a, b] + dist[c, d] - dist[a, c] - dist[b, d]
-        k = int(np.argmax(gain))
-        if gain[k] <= 1e-9:
+        best, move = 1e-9, None
+        nxt = np.roll(tour, -1)
+        here = dist[tour, nxt]  # the length of each hop: tour[k] to the next
+        for start in range(0, n, rows):
+            i = np.arange(start, min(start + rows, n))[:, None]
+            gain = here[i] + here[col] - dist[tour[i], tour[col]] - dist[nxt[i], nxt[col]]
+            gain[(col <= i + 1) | ((i == 0) & (col == n - 1))] = -np.inf  # i < j − 1, not both at tour[0]
+            k = int(np.argmax(gain))
+            if gain.flat[k] > best:
+                best, move = gain.flat[k], (start + k // n, k % n)
+        if move is None:
             break
-        tour[i[k] + 1 : j[k] + 1] = tour[i[k] + 1 : j[k] + 1][::-1]
+        a, b = move
+        tour[a + 1 : b + 1] = tour[a + 1 : b + 1][::-1]
     return tour
 
 
