@@ -52,4 +52,5 @@ def test_tree_packing_streams_close_to_the_bound_with_in_order_connections():
     s = build("tree-packing", topo, None, 256e6, stages=24)
     assert validate(s).ok
     fifo, ring_ = simulate_flow(s, fifo=True), simulate_flow(build("ring", topo, None, 256e6), fifo=True)
-    assert fifo.gap < 1.1 and fifo.time_s < ring_.time_s / 3
+    # a ring uses one of a DCell server's two links each way, the trees both
+    assert fifo.gap < 1.1 and fifo.time_s < ring_.time_s / 1.8
