@@ -33,6 +33,7 @@ from pathlib import Path
 from arsched.algorithms import NotApplicable, algorithms, build
 from arsched.collective import Schedule, validate
 from arsched.collective.kinds import TITLES
+from arsched.limits import LimitError
 from arsched.sim import simulate_flow
 from arsched.topology import load, parse_spec
 
@@ -79,7 +80,7 @@ def row(spec: str, collective: str) -> list[object]:
                     raise RuntimeError(f"{a.name} built an invalid {collective}: {report.message}")
                 gaps.setdefault(a.name, {})[size] = simulate_flow(s).gap
                 built.setdefault(a.name, s)
-        except NotApplicable:
+        except (NotApplicable, LimitError):  # LimitError: more transfers than the memory limit holds
             continue
     best = {size: min(gaps, key=lambda name: gaps[name][size]) for size in SIZES}
     target = TARGET.get(collective, 1.05)
@@ -177,8 +178,9 @@ def scale(collectives: list[str] | None) -> None:
         "The collectives of the table above where tree packing stops (256 ranks for its LP, which "
         "Broadcast and Reduce need; 512 for the balanced steps whose halves are its ReduceScatter "
         "and AllGather) or takes long (Broadcast and Reduce from the first rank): the best gap at "
-        "256 MB and 16 MB, every algorithm's at 256 MB. AllToAll is left out (its direct schedule "
-        "is N(N − 1) flows at once). "
+        "256 MB and 16 MB, every algorithm's at 256 MB (one whose schedule would not fit in the "
+        "memory limit is left out: halving-doubling's ReduceScatter over 847 ranks). AllToAll is "
+        "left out (its direct schedule is N(N − 1) flows at once). "
         "A chain (`ring`) moves the buffer at full rate but pays α and a latency at each of its N − 1 "
         "hops per chunk; `dbtree`'s two binary trees over the other ranks cross about log2 N hops, "
         "each rank forwarding the whole buffer at most; `group-trees` takes such trees between the "
