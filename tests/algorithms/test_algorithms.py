@@ -108,7 +108,7 @@ def test_ring_closed_form_on_a_ring_graph(n, alpha):
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17])
 def test_rhd_step_count(n):
-    s = build("rhd", star(n), None, 1e6)
+    s = build("rhd", star(n), None, 1e6, stages=1)
     k = math.floor(math.log2(n))
     assert s.num_steps == (2 * k if n == 2**k else 2 * k + 2)
 

@@ -101,7 +101,7 @@ def test_halves_of_different_chunk_counts_are_refined_to_a_common_one():
 @pytest.mark.parametrize("n", [3, 5, 6, 7, 12])
 @pytest.mark.parametrize("collective", ["reduce_scatter", "allgather"])
 def test_rhd_folds_the_ranks_beyond_a_power_of_two(n, collective):
-    s = build("rhd", parse_spec(f"star:n={n}"), None, 1e6, collective)
+    s = build("rhd", parse_spec(f"star:n={n}"), None, 1e6, collective, stages=1)
     assert s.num_steps == (n.bit_length() - 1) + 2
     check(s, collective)
 
