@@ -80,3 +80,12 @@ def test_bad_depths_are_refused_in_one_sentence():
         build("rhd", t, None, 1e6, "reduce_scatter", chunks=8, stages=3)
     with pytest.raises(ArschedError, match="alpha must be a non-negative"):
         build("rhd", t, None, 1e6, alpha=-1.0)
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_a_given_chunk_count_is_kept_and_cut_only_into_segments_that_divide_it(collective):
+    t = parse_spec("hgx:boxes=2")
+    unit = build("rhd", t, None, 256e6, collective, stages=1).num_chunks
+    s = proven(build("rhd", t, None, 256e6, collective, chunks=4 * unit), collective)
+    assert s.num_chunks == 4 * unit
+    assert s.meta["params"]["stages"] in (1, 2, 4)

@@ -181,9 +181,14 @@ def _pipelined(
     if _in_a_row(first) <= 1 + SLACK:
         return first
     depths = [g for g in STAGES if chunks is None or chunks % (unit * g) == 0]
-    # a depth's transfers: the segments multiply the chunks unless `chunks` is given
-    sizes = {g: len(first) * (1 if chunks else g) for g in depths}
-    timed = [g for g in depths if sizes[g] + len(first) <= SIMULATE_TRANSFERS and _fits(first, g, sizes[g])]
+    # a depth's chunks and transfers: the segments multiply both unless `chunks` is given
+    grow = {g: 1 if chunks else g for g in depths}
+    sizes = {g: len(first) * grow[g] for g in depths}
+    timed = [
+        g
+        for g in depths
+        if sizes[g] + len(first) <= SIMULATE_TRANSFERS and _fits(first, first.num_chunks * grow[g], sizes[g])
+    ]
     return fastest(
         first,
         [functools.partial(make, chunks, g) for g in timed],
@@ -194,10 +199,11 @@ def _pipelined(
     )
 
 
-def _fits(first: Schedule, stages: int, transfers: int) -> bool:
-    """Whether `first` with `stages` segments (`transfers` in all) fits in the memory limit."""
+def _fits(first: Schedule, chunks: int, transfers: int) -> bool:
+    """Whether a schedule over `first`'s ranks of `chunks` chunks and `transfers` transfers
+    fits in the memory limit."""
     try:
-        check_schedule("rhd", first.num_ranks, first.num_chunks * stages, transfers)
+        check_schedule("rhd", first.num_ranks, chunks, transfers)
     except LimitError:
         return False
     return True
