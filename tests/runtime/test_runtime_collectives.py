@@ -95,9 +95,13 @@ def built(spec: str, collective: str, name: str):
 
 def test_every_collective_matches_torch_exactly_on_gloo(monkeypatch):
     """One set of 4 processes: each case, every registered algorithm of the other collectives
-    on a ring, their exports imported back, and each textbook schedule with its last step
-    dropped (which torch's result must catch)."""
+    on a ring, halving-doubling in two segments, their exports imported back, and each textbook
+    schedule with its last step dropped (which torch's result must catch)."""
     schedules = [make() for make in CASES.values()] + [built(*key) for key in GLOO]
+    schedules += [  # halving-doubling in pipelined segments, whatever depth its default picks here
+        build_algorithm("rhd", parse_spec(SPECS[0]), None, 1e6, collective=c, stages=2)
+        for c in ("allreduce", "reduce_scatter", "allgather")
+    ]
     schedules += [from_xml(to_xml(s), s.topology, s.ranks, s.nbytes) for s in schedules]
     controls = [make() for make in TEXTBOOK.values()]
     plans = executor.rank_plans
