@@ -111,45 +111,31 @@ def _bits(p2: int) -> list[int]:
     return [1 << i for i in range(p2.bit_length() - 1)]
 
 
-@register("rhd", "recursive halving-doubling (Rabenseifner), any number of ranks")
-def rhd(
-    topology: Topology,
-    ranks: Sequence[str] | None = None,
-    nbytes: float = 1e8,
-    chunks: int | None = None,
-    stages: int | None = None,
-    alpha: float | None = None,
+def _allreduce(
+    topology: Topology, rs: tuple[str, ...], nbytes: float, chunks: int | None, stages: int
 ) -> Schedule:
-    """Halving-doubling AllReduce: log-depth, bandwidth-optimal on non-blocking networks; in
-    `stages` pipelined segments (None: chosen, module docstring; `alpha` the flow model's α to
-    time them with, default the flow model's)."""
-    rs = check_ranks(topology, ranks, "rhd")
-    nbytes = check_nbytes(nbytes, "rhd")
+    """The AllReduce (module docstring) with `chunks` chunks in `stages` segments."""
     n = len(rs)
     k = n.bit_length() - 1
     p2 = 1 << k
-
-    def make(chunks: int | None, stages: int) -> Schedule:
-        paths = n * (k + 2)  # a partner per level, the folds
-        chunks = chunk_multiple(chunks, p2 * stages, "rhd", ranks=n, paths=paths)
-        b = ScheduleBuilder(
-            topology, rs, nbytes, chunks, "rhd", {"params": {"chunks": chunks, "stages": stages}}, spread=True
-        )
-        every = np.arange(chunks)
-        at = _segment(every, chunks // p2, stages)
-        members, folded = _fold(n, p2)
-        step = 0
-        if len(folded):
-            for i in folded.tolist():  # the even rank of each pair adds its vector into the odd one
-                b.add_rank_arrays(at, every, np.full(chunks, i), np.full(chunks, i + 1), "reduce")
-            step = stages
-        lo, size, step = _halve(b, members, every, step, stages)
-        _, step = _double(b, members, every, lo, size, step, stages)
-        for i in folded.tolist():
-            b.add_rank_arrays(step + at, every, np.full(chunks, i + 1), np.full(chunks, i), "copy")
-        return b.build()
-
-    return _pipelined(make, p2, chunks, stages, alpha)
+    paths = n * (k + 2)  # a partner per level, the folds
+    chunks = chunk_multiple(chunks, p2 * stages, "rhd", ranks=n, paths=paths)
+    b = ScheduleBuilder(
+        topology, rs, nbytes, chunks, "rhd", {"params": {"chunks": chunks, "stages": stages}}, spread=True
+    )
+    every = np.arange(chunks)
+    at = _segment(every, chunks // p2, stages)
+    members, folded = _fold(n, p2)
+    step = 0
+    if len(folded):
+        for i in folded.tolist():  # the even rank of each pair adds its vector into the odd one
+            b.add_rank_arrays(at, every, np.full(chunks, i), np.full(chunks, i + 1), "reduce")
+        step = stages
+    lo, size, step = _halve(b, members, every, step, stages)
+    _, step = _double(b, members, every, lo, size, step, stages)
+    for i in folded.tolist():
+        b.add_rank_arrays(step + at, every, np.full(chunks, i + 1), np.full(chunks, i), "copy")
+    return b.build()
 
 
 def _fold(n: int, p2: int) -> tuple[np.ndarray, np.ndarray]:
@@ -226,13 +212,14 @@ def _in_a_row(schedule: Schedule) -> float:
     return float(busy.max(axis=1).sum() / total) if total > 0 else 1.0
 
 
-def _sharded(collective: str):
-    """Recursive halving (ReduceScatter) or doubling (AllGather) alone: log2 N steps for a power
-    of two of ranks, the chunks named so that rank v ends with (starts from) its shard. Any
-    other N folds the first 2r ranks in pairs as the AllReduce does: ReduceScatter first adds
-    each even one's vector into its odd partner, halves over the 2^k members, and ends with each
-    member copying its part of the even ranks' shards to them; AllGather mirrors it (the even
-    ranks first copy their shards to the members, the odd ones last copy the vector back)."""
+def _builder(collective: str):
+    """The builder of `collective`: the AllReduce (module docstring), or recursive halving
+    (ReduceScatter) or doubling (AllGather) alone: log2 N steps for a power of two of ranks, the
+    chunks named so that rank v ends with (starts from) its shard. Any other N folds the first
+    2r ranks in pairs as the AllReduce does: ReduceScatter first adds each even one's vector
+    into its odd partner, halves over the 2^k members, and ends with each member copying its
+    part of the even ranks' shards to them; AllGather mirrors it (the even ranks first copy
+    their shards to the members, the odd ones last copy the vector back)."""
 
     def build(
         topology: Topology,
@@ -246,19 +233,27 @@ def _sharded(collective: str):
         nbytes = check_nbytes(nbytes, "rhd")
         n = len(rs)
         p2 = 1 << (n.bit_length() - 1)
+        if collective == "allreduce":
+            return _pipelined(functools.partial(_allreduce, topology, rs, nbytes), p2, chunks, stages, alpha)
         unit = n * p2 // math.gcd(n - p2, p2)  # every member's block: its shard, a share of the folded ones'
         return _pipelined(
             functools.partial(_shards, topology, rs, nbytes, collective), unit, chunks, stages, alpha
         )
 
-    build.__doc__ = f"Recursive {'halving' if collective == 'reduce_scatter' else 'doubling'} {collective}."
+    build.__doc__ = (
+        "Halving-doubling AllReduce: log-depth, bandwidth-optimal on non-blocking networks; in `stages` "
+        "pipelined segments (None: chosen, module docstring; `alpha` the flow model's α to time them "
+        "with, default the flow model's)."
+        if collective == "allreduce"
+        else f"Recursive {'halving' if collective == 'reduce_scatter' else 'doubling'} {collective}."
+    )
     return build
 
 
 def _shards(
     topology: Topology, rs: tuple[str, ...], nbytes: float, collective: str, chunks: int | None, stages: int
 ) -> Schedule:
-    """`_sharded`'s schedule of `collective` with `chunks` chunks in `stages` segments."""
+    """The ReduceScatter or AllGather (`_builder`) with `chunks` chunks in `stages` segments."""
     n = len(rs)
     p2 = 1 << (n.bit_length() - 1)
     chunks = chunk_multiple(chunks, n * p2 // math.gcd(n - p2, p2) * stages, "rhd", ranks=n)
@@ -301,5 +296,6 @@ def _shards(
     return b.build()
 
 
-register("rhd", "", "reduce_scatter")(_sharded("reduce_scatter"))
-register("rhd", "", "allgather")(_sharded("allgather"))
+register("rhd", "recursive halving-doubling (Rabenseifner), any number of ranks")(_builder("allreduce"))
+register("rhd", "", "reduce_scatter")(_builder("reduce_scatter"))
+register("rhd", "", "allgather")(_builder("allgather"))
