@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arsched.algorithms import build
+from arsched.algorithms import build, rail_first
 from arsched.algorithms.halves import split
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
@@ -71,3 +71,28 @@ def test_boxes_start_before_the_rails_finish(collective):
         zip(("reduce_scatter", "allgather"), split(build("hierarchical", t, None, 256e6)), strict=True)
     )
     assert ours < 1.05 < simulate_flow(halves[collective]).gap
+
+
+def test_the_search_keeps_the_fastest_arithmetic_pieces_it_passed():
+    """More pieces shrink the fill and add α per step: the search times arithmetic sizes
+    (c, ..., 1) for c = 1, 2, 3, ... while they get faster, so the default is no slower than
+    any of them up to one past its own count."""
+    t = parse_spec("hgx:boxes=4,gen=h100")
+    chosen = build("hierarchical", t, None, 256e6, "allgather")
+    assert validate(chosen).ok
+    count = len(chosen.meta["params"]["pieces"])
+    assert count > 2
+    best = simulate_flow(chosen).time_s
+    timed = [c for c in rail_first.COUNTS if c <= count] + [c for c in rail_first.COUNTS if c > count][:1]
+    for c in timed:
+        pieces = list(range(c, 0, -1))
+        assert best <= simulate_flow(build("hierarchical", t, None, 256e6, "allgather", pieces=pieces)).time_s
+
+
+def test_the_transfers_timed_grow_with_the_ranks(monkeypatch):
+    t = parse_spec("hgx:boxes=2")
+    monkeypatch.setattr(rail_first, "SELECT_TRANSFERS", 1)
+    monkeypatch.setattr(rail_first, "SELECT_PER_RANK", 0)
+    assert build("hierarchical", t, None, 256e6, "allgather").meta["params"]["pieces"] == [1]
+    monkeypatch.setattr(rail_first, "SELECT_PER_RANK", 10**6)
+    assert len(build("hierarchical", t, None, 256e6, "allgather").meta["params"]["pieces"]) > 1

@@ -12,10 +12,13 @@ box fabric works on the box's own shards while the first pieces cross the rails 
 two-level AllGather, with the local phase moved first because it waits for nothing), and only
 the last piece's box step is exposed after the rails finish. Every connection pays α per step,
 so pieces shrink towards the end: large ones while the box is busy anyway, a small last one to
-expose. The pieces are the fastest in the flow model (in-order connections) of equal,
-arithmetic and halving sizes for each count in `COUNTS`, over every grouping found; the
-candidates' transfers are bounded by `SELECT_TRANSFERS` (work, not the clock: the same inputs
-give the same schedule on any machine).
+expose. The pieces are the fastest in the flow model (in-order connections) found, over every
+grouping, by a search: arithmetic sizes (count, ..., 2, 1) for each count in `COUNTS` in turn
+while they get faster (more pieces shrink the fill and add α per step, so the time falls, then
+rises), then equal and halving sizes at the fastest count. The candidates' transfers are bounded
+by `SELECT_TRANSFERS`, or `SELECT_PER_RANK` per rank where that is more (a unit of one chunk
+per rank is N(N − 1) transfers: a million at 1,024 GPUs, where one piece is 1.59× the bound and
+four 1.10×): work, not the clock, so the same inputs give the same schedule on any machine.
 
 ReduceScatter: the same transfers reversed — each copy from a to b in step s becomes a reduce
 from b into a in step P − s. An AllGather whose copies deliver each chunk to every rank exactly
@@ -47,9 +50,10 @@ from arsched.sim.flow import simulate_flow
 from arsched.sim.result import check_alpha
 from arsched.topology.core import Topology
 
-COUNTS = (1, 2, 3, 4, 6, 8)  # pieces per shard tried, each equal, arithmetic and halving
+COUNTS = (1, 2, 3, 4, 6, 8)  # pieces per shard searched (arithmetic sizes; then equal, halving at the best)
 MAX_CHUNKS = 256  # chunks per shard
-SELECT_TRANSFERS = 1_000_000  # transfers of all the candidates simulated
+SELECT_TRANSFERS = 1_000_000  # transfers of all the candidates simulated ...
+SELECT_PER_RANK = 32_768  # ... or this many per rank where that is more
 
 
 def rail_first(
@@ -72,31 +76,52 @@ def rail_first(
     if pieces is not None:
         striped = stripe_width(topology, rs, grids[0], STRIPES) > 1
         return _schedule(collective, topology, rs, nbytes, grids[0], _sizes(pieces), striped)
-    best, best_time, left = None, np.inf, SELECT_TRANSFERS
+    search = _Search(collective, topology, rs, nbytes, a, max(SELECT_TRANSFERS, SELECT_PER_RANK * len(rs)))
     for grid in grids:
         width = stripe_width(topology, rs, grid, STRIPES)  # chunks a pair needs per step to stripe
-        for sizes in ([width * x for x in c] for c in _candidates()):
-            if best is not None and len(rs) ** 2 * sum(sizes) > left:
-                continue
-            s = _schedule(collective, topology, rs, nbytes, grid, sizes, width > 1)
-            left -= len(s)
-            t = simulate_flow(s, a).time_s
-            if t < best_time:
-                best, best_time = s, t
-    assert best is not None
-    return best
+        fastest, count = np.inf, COUNTS[0]
+        for c in COUNTS:
+            t = search.time(grid, width, list(range(c, 0, -1)))
+            if not t < fastest:
+                break
+            fastest, count = t, c
+        for units in ([1] * count, [2**i for i in range(count - 1, -1, -1)]):
+            if units != list(range(count, 0, -1)):
+                search.time(grid, width, units)
+    assert search.best is not None
+    return search.best
 
 
-def _candidates() -> list[list[int]]:
-    """Piece sizes (units, first to last; a unit is one chunk, or as many as a rank pair has
-    routes to stripe over) to simulate: for every count in `COUNTS`, equal, arithmetic (count,
-    ..., 2, 1) and halving (2^(count−1), ..., 2, 1) pieces."""
-    out: list[list[int]] = []
-    for count in COUNTS:
-        for sizes in ([1] * count, list(range(count, 0, -1)), [2**i for i in range(count - 1, -1, -1)]):
-            if sizes not in out:
-                out.append(sizes)
-    return out
+class _Search:
+    """The fastest schedule timed so far and the transfers left to simulate."""
+
+    def __init__(
+        self, collective: str, topology: Topology, rs: tuple[str, ...], nbytes: float, alpha: float, left: int
+    ) -> None:
+        self.collective, self.topology, self.rs, self.nbytes, self.alpha = (
+            collective,
+            topology,
+            rs,
+            nbytes,
+            alpha,
+        )
+        self.left = left
+        self.best: Schedule | None = None
+        self.best_time = np.inf
+
+    def time(self, grid: np.ndarray, width: int, units: list[int]) -> float:
+        """The time of pieces of `units` (units of `width` chunks) over `grid`, the best kept;
+        infinity where its transfers would pass what is left to simulate (unless none is
+        built yet)."""
+        sizes = [width * x for x in units]
+        if self.best is not None and len(self.rs) ** 2 * sum(sizes) > self.left:
+            return np.inf
+        s = _schedule(self.collective, self.topology, self.rs, self.nbytes, grid, sizes, width > 1)
+        self.left -= len(s)
+        t = simulate_flow(s, self.alpha).time_s
+        if t < self.best_time:
+            self.best, self.best_time = s, t
+        return t
 
 
 def _sizes(pieces: object) -> list[int]:
