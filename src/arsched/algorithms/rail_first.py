@@ -17,8 +17,9 @@ grouping, by a search: arithmetic sizes (count, ..., 2, 1) for each count in `CO
 while they get faster (more pieces shrink the fill and add α per step, so the time falls, then
 rises), then equal and halving sizes at the fastest count. The candidates' transfers are bounded
 by `SELECT_TRANSFERS`, or `SELECT_PER_RANK` per rank where that is more (a unit of one chunk
-per rank is N(N − 1) transfers: a million at 1,024 GPUs, where one piece is 1.59× the bound and
-four 1.10×): work, not the clock, so the same inputs give the same schedule on any machine.
+per rank is N(N − 1) transfers: a million at 1,024 GPUs, where the old budget of 1 M in all left
+one piece, 1.59× the bound, and the search reaches 1.10×, `benchmarks/bench_collectives.py
+--scale`): work, not the clock, so the same inputs give the same schedule on any machine.
 
 ReduceScatter: the same transfers reversed — each copy from a to b in step s becomes a reduce
 from b into a in step P − s. An AllGather whose copies deliver each chunk to every rank exactly
