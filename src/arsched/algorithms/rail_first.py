@@ -35,6 +35,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -93,22 +94,18 @@ def rail_first(
     return search.best
 
 
+@dataclass
 class _Search:
-    """The fastest schedule timed so far and the transfers left to simulate."""
+    """The fastest schedule timed so far and the transfers `left` to simulate."""
 
-    def __init__(
-        self, collective: str, topology: Topology, rs: tuple[str, ...], nbytes: float, alpha: float, left: int
-    ) -> None:
-        self.collective, self.topology, self.rs, self.nbytes, self.alpha = (
-            collective,
-            topology,
-            rs,
-            nbytes,
-            alpha,
-        )
-        self.left = left
-        self.best: Schedule | None = None
-        self.best_time = np.inf
+    collective: str
+    topology: Topology
+    rs: tuple[str, ...]
+    nbytes: float
+    alpha: float
+    left: int
+    best: Schedule | None = None
+    best_time: float = np.inf
 
     def time(self, grid: np.ndarray, width: int, units: list[int]) -> float:
         """The time of pieces of `units` (units of `width` chunks) over `grid`, the best kept;
