@@ -5,11 +5,15 @@ slower than one segment and much faster where the levels cross different links (
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from arsched.algorithms import build
+from arsched.algorithms.fastest import fastest
 from arsched.collective import numeric_check, validate
 from arsched.errors import ArschedError
+from arsched.limits import LimitError
 from arsched.sim import simulate_flow
 from arsched.topology import parse_spec
 
@@ -89,3 +93,18 @@ def test_a_given_chunk_count_is_kept_and_cut_only_into_segments_that_divide_it(c
     s = proven(build("rhd", t, None, 256e6, collective, chunks=4 * unit), collective)
     assert s.num_chunks == 4 * unit
     assert s.meta["params"]["stages"] in (1, 2, 4)
+
+
+def test_a_candidate_too_large_to_build_is_left_out():
+    """`fastest` skips a candidate whose builder refuses it for the memory limit (rhd's deeper
+    segments at scale) and keeps timing the others."""
+    t = parse_spec("hgx:boxes=2")
+    first = build("rhd", t, None, 256e6, "reduce_scatter", stages=1)
+
+    def too_large():
+        raise LimitError("over the limit")
+
+    two = functools.partial(build, "rhd", t, None, 256e6, "reduce_scatter", stages=2)
+    chosen = fastest(first, [too_large, two], [len(first), 2 * len(first)], 5e-6, 10**7, 10**5)
+    assert chosen.meta["params"]["stages"] == 2
+    assert simulate_flow(chosen).time_s < simulate_flow(first).time_s

@@ -33,7 +33,8 @@ def fastest(
     before building) that is fastest in the flow model at `alpha`, among the first candidates
     whose transfers add up to `most_transfers` at most; `first` where fewer than two fit or its
     simulation takes more than `max_instants` event instants or more memory than the limit
-    allows (a later candidate cut there is left out). One schedule is held besides the best."""
+    allows (a later candidate cut there, or too large to build, is left out). One schedule is
+    held besides the best."""
     from arsched.sim import simulate_flow
 
     fit = np.cumsum([len(first), *sizes]) <= most_transfers
@@ -45,8 +46,8 @@ def fastest(
         return first
     best = first
     for make in rest[: int(fit.sum()) - 1]:
-        schedule = make()
         try:
+            schedule = make()
             t = simulate_flow(schedule, alpha, give_up_above=best_s, max_instants=max_instants).time_s
         except (NotFaster, OutOfTime, LimitError):
             continue

@@ -41,7 +41,6 @@ from arsched.algorithms.registry import register
 from arsched.collective.schedule import Schedule, ScheduleBuilder
 from arsched.defaults import default_alpha
 from arsched.errors import ArschedError
-from arsched.limits import LimitError, check_schedule
 from arsched.sim.paths import compile_paths
 from arsched.topology.core import Topology, is_int
 
@@ -167,14 +166,10 @@ def _pipelined(
     if _in_a_row(first) <= 1 + SLACK:
         return first
     depths = [g for g in STAGES if chunks is None or chunks % (unit * g) == 0]
-    # a depth's chunks and transfers: the segments multiply both unless `chunks` is given
-    grow = {g: 1 if chunks else g for g in depths}
-    sizes = {g: len(first) * grow[g] for g in depths}
-    timed = [
-        g
-        for g in depths
-        if sizes[g] + len(first) <= SIMULATE_TRANSFERS and _fits(first, first.num_chunks * grow[g], sizes[g])
-    ]
+    # a depth's transfers: the segments multiply them unless `chunks` is given (one over the
+    # memory limit is left out by `fastest`, its chunk check refusing it before it is built)
+    sizes = {g: len(first) * (1 if chunks else g) for g in depths}
+    timed = [g for g in depths if sizes[g] + len(first) <= SIMULATE_TRANSFERS]
     return fastest(
         first,
         [functools.partial(make, chunks, g) for g in timed],
@@ -183,16 +178,6 @@ def _pipelined(
         SIMULATE_TRANSFERS,
         SIMULATE_INSTANTS,
     )
-
-
-def _fits(first: Schedule, chunks: int, transfers: int) -> bool:
-    """Whether a schedule over `first`'s ranks of `chunks` chunks and `transfers` transfers
-    fits in the memory limit."""
-    try:
-        check_schedule("rhd", first.num_ranks, chunks, transfers)
-    except LimitError:
-        return False
-    return True
 
 
 def _in_a_row(schedule: Schedule) -> float:
@@ -235,9 +220,12 @@ def _builder(collective: str):
         p2 = 1 << (n.bit_length() - 1)
         if collective == "allreduce":
             return _pipelined(functools.partial(_allreduce, topology, rs, nbytes), p2, chunks, stages, alpha)
-        unit = n * p2 // math.gcd(n - p2, p2)  # every member's block: its shard, a share of the folded ones'
         return _pipelined(
-            functools.partial(_shards, topology, rs, nbytes, collective), unit, chunks, stages, alpha
+            functools.partial(_shards, topology, rs, nbytes, collective),
+            _shard_unit(n),
+            chunks,
+            stages,
+            alpha,
         )
 
     build.__doc__ = (
@@ -250,13 +238,20 @@ def _builder(collective: str):
     return build
 
 
+def _shard_unit(n: int) -> int:
+    """The chunks of one segment of the ReduceScatter or AllGather over n ranks: every member's
+    block holds its shard and an equal share of the folded ranks' shards."""
+    p2 = 1 << (n.bit_length() - 1)
+    return n * p2 // math.gcd(n - p2, p2)
+
+
 def _shards(
     topology: Topology, rs: tuple[str, ...], nbytes: float, collective: str, chunks: int | None, stages: int
 ) -> Schedule:
     """The ReduceScatter or AllGather (`_builder`) with `chunks` chunks in `stages` segments."""
     n = len(rs)
     p2 = 1 << (n.bit_length() - 1)
-    chunks = chunk_multiple(chunks, n * p2 // math.gcd(n - p2, p2) * stages, "rhd", ranks=n)
+    chunks = chunk_multiple(chunks, _shard_unit(n) * stages, "rhd", ranks=n)
     b = ScheduleBuilder(
         topology, rs, nbytes, chunks, "rhd", {"params": {"chunks": chunks, "stages": stages}},
         spread=True, collective=collective,
